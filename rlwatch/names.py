@@ -1,0 +1,171 @@
+"""Canonical metric names, alias resolution and framework detection (data: rules/metrics.yaml)."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+WRITER_PREFIXES = ("train/",)  # added by TRL's and OpenRLHF's TensorBoard / W&B writers
+_MLFLOW_BAD = re.compile(r"[^/\w.\- :]")
+
+
+def mlflow_sanitise(key: str) -> str:
+    """The form MLflow writers (verl's tracking) give a key: '@' -> '_at_', others -> '_'."""
+    return _MLFLOW_BAD.sub("_", key.replace("@", "_at_").replace("//", "/"))
+
+
+@dataclass(frozen=True)
+class Alias:
+    key: str
+    framework: str
+    scale: float = 1.0
+
+    @property
+    def pattern(self) -> bool:
+        return "*" in self.key
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    description: str
+    aliases: tuple[Alias, ...]
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str
+    markers: tuple[str, ...]
+    versions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    metrics: dict[str, Metric]
+    frameworks: dict[str, Framework]
+    path: str
+
+
+@dataclass
+class Resolution:
+    framework: str | None
+    version: str | None
+    canonical: dict[str, str] = field(default_factory=dict)  # canonical -> raw tag
+    metric_of: dict[str, str] = field(default_factory=dict)  # raw tag -> canonical
+    scales: dict[str, float] = field(default_factory=dict)  # canonical -> factor to apply
+    unmapped: list[str] = field(default_factory=list)
+
+
+def metrics_file() -> Path:
+    return Path(str(resources.files("rlwatch.rules").joinpath("metrics.yaml")))
+
+
+@cache
+def catalogue(path: str | None = None) -> Catalogue:
+    """Load and check the metrics table (the shipped one by default)."""
+    import yaml
+
+    from rlwatch.errors import RuleFileError
+
+    p = path or str(metrics_file())
+    try:
+        doc = yaml.safe_load(Path(p).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise RuleFileError(f"cannot read metrics table: {exc}", p) from exc
+    if not isinstance(doc, dict) or doc.get("version") != 1:
+        raise RuleFileError("expected a mapping with 'version: 1'", p)
+    frameworks = {}
+    for name, spec in (doc.get("frameworks") or {}).items():
+        versions = tuple((v["version"], tuple(v["any"])) for v in spec.get("versions", []))
+        frameworks[name] = Framework(name, tuple(spec["markers"]), versions)
+    metrics = {}
+    for name, spec in (doc.get("metrics") or {}).items():
+        aliases = []
+        for fw, keys in spec["keys"].items():
+            if fw not in frameworks:
+                raise RuleFileError(f"metric {name!r}: unknown framework {fw!r} "
+                                    f"(known: {', '.join(frameworks)})", p)
+            for k in keys:
+                if isinstance(k, dict):
+                    aliases.append(Alias(str(k["key"]), fw, float(k.get("scale", 1.0))))
+                else:
+                    aliases.append(Alias(str(k), fw))
+        metrics[name] = Metric(name, spec.get("description", ""), tuple(aliases))
+    return Catalogue(metrics, frameworks, p)
+
+
+def _forms(key: str) -> list[str]:
+    out = [key] + [p + key for p in WRITER_PREFIXES]
+    sane = mlflow_sanitise(key)
+    if sane != key:
+        out += [sane] + [p + sane for p in WRITER_PREFIXES]
+    return out
+
+
+class _Matcher:
+    def __init__(self, tags: list[str]):
+        self.tags = tags
+        self.present = set(tags)
+
+    def find(self, key: str) -> list[str]:
+        if "*" not in key:
+            return [f for f in _forms(key) if f in self.present]
+        hits: list[str] = []
+        for form in _forms(key):
+            rx = re.compile(fnmatch.translate(form))
+            hits += sorted(t for t in self.tags if rx.match(t))
+        return hits
+
+
+def detect(tags: list[str], cat: Catalogue | None = None) -> tuple[str | None, str | None]:
+    """(framework, version) from the keys present; (None, None) when nothing matches."""
+    cat = cat or catalogue()
+    m = _Matcher(tags)
+    best, best_score = None, 0
+    for fw in cat.frameworks.values():
+        score = sum(1 for k in fw.markers if m.find(k))
+        if score > best_score:
+            best, best_score = fw, score
+    if best is None:
+        return None, None
+    for version, keys in best.versions:
+        if any(m.find(k) for k in keys):
+            return best.name, version
+    return best.name, None
+
+
+def resolve(tags: list[str], cat: Catalogue | None = None) -> Resolution:
+    """Map a run's raw tags to canonical metrics; the detected framework's keys come first.
+
+    Wildcard aliases are tried only for the detected framework (or when none is detected),
+    since a pattern such as slime's ``eval/*`` would swallow other frameworks' keys.
+    """
+    cat = cat or catalogue()
+    framework, version = detect(tags, cat)
+    res = Resolution(framework, version)
+    m = _Matcher(tags)
+    taken: set[str] = set()
+    for metric in cat.metrics.values():
+        ordered = sorted(metric.aliases, key=lambda a: a.framework != framework)
+        for alias in ordered:
+            if alias.pattern and framework is not None and alias.framework != framework:
+                continue
+            hit = next((t for t in m.find(alias.key) if t not in taken), None)
+            if hit is not None:
+                res.canonical[metric.name] = hit
+                res.metric_of[hit] = metric.name
+                if alias.scale != 1.0:
+                    res.scales[metric.name] = alias.scale
+                taken.add(hit)
+                break
+    canonical_names = set(cat.metrics)
+    res.unmapped = sorted(t for t in tags if t not in taken)
+    # a raw key that happens to equal a canonical name in use elsewhere keeps a marker
+    for t in res.unmapped:
+        if t in canonical_names and t in res.canonical:
+            res.metric_of[t] = f"{t} (raw)"
+    return res
