@@ -48,29 +48,28 @@ def generate(run_dir: Path, n_tags: int, steps: int) -> Path:
     return next(run_dir.glob("events.out.tfevents.*"))
 
 
+# each method: (imports, measured work); imports are done before the clock starts
 CHILD = {
-    "rlwatch": """
-from rlwatch.sources import tensorboard
+    "rlwatch": ("from rlwatch.sources import tensorboard", """
 f = tensorboard.load(RUN)
 rows = len(f.data)
-""",
-    "tbparse": """
-from tbparse import SummaryReader
+"""),
+    "tbparse": ("from tbparse import SummaryReader", """
 rows = len(SummaryReader(RUN, extra_columns={"wall_time"}).scalars)
-""",
-    "framing": """
-import struct
+"""),
+    "framing": ("import struct", """
 data = open(FILE, "rb").read()
 pos, rows, n, unpack = 0, 0, len(data), struct.unpack_from
 while pos + 12 <= n:
     (length,) = unpack("<Q", data, pos)
     pos += 16 + length
     rows += 1
-""",
-    "poll": """
+"""),
+    "poll": ("""
 from rlwatch.sources import tensorboard
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.record_writer import RecordWriter
+""", """
 follower = tensorboard.Follower(RUN)
 t0 = time.perf_counter(); full = len(follower.poll().data); t_full = time.perf_counter() - t0
 last = int(follower.runs[next(iter(follower.runs))].readers[0].offset)
@@ -86,16 +85,18 @@ t0 = time.perf_counter(); rows = len(follower.poll().data); elapsed = time.perf_
 print(json.dumps({"full": t_full, "full_rows": full}), file=sys.stderr)
 with open(FILE, "r+b") as fh:
     fh.truncate(last)
-""",
+"""),
 }
 
 
 def measure(kind: str, run: Path, file: Path, names: list[str]) -> dict[str, float]:
+    setup, work = CHILD[kind]
     code = f"""
 import json, resource, sys, time
 RUN, FILE, TAGS = {str(run)!r}, {str(file)!r}, {names!r}
+{setup}
 t0 = time.perf_counter()
-{CHILD[kind]}
+{work}
 elapsed = locals().get("elapsed", time.perf_counter() - t0)
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
 print(json.dumps({{"seconds": elapsed, "rss_gb": rss, "rows": rows}}))

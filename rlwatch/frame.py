@@ -59,6 +59,7 @@ class RunInfo:
             "framework": self.framework, "framework_version": self.framework_version,
             "metrics": dict(self.metrics), "unmapped": list(self.unmapped),
             "hparams": {k: _plain(v) for k, v in self.hparams.items()},
+            "texts": dict(self.texts),
             "restarts": [r.to_dict() for r in self.restarts],
             "duplicates_dropped": self.duplicates_dropped,
             "warnings": list(self.warnings),
@@ -151,6 +152,16 @@ class RunFrame:
             else:
                 cols[col] = np.concatenate([p[col].to_numpy() for p in parts])
         return cls(pd.DataFrame(cols), runs)
+
+    def renamed(self, mapping: dict[str, str]) -> RunFrame:
+        """The same frame with some runs renamed."""
+        import dataclasses
+
+        data = self.data.copy()
+        data["run"] = data["run"].cat.rename_categories(lambda c: mapping.get(c, c))
+        runs = {mapping.get(k, k): dataclasses.replace(v, name=mapping.get(k, k))
+                for k, v in self.runs.items()}
+        return RunFrame(data, runs)
 
     # -- views --------------------------------------------------------------------------
     def run_data(self, run: str) -> pd.DataFrame:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 WRITER_PREFIXES = ("train/",)  # added by TRL's and OpenRLHF's TensorBoard / W&B writers
 _MLFLOW_BAD = re.compile(r"[^/\w.\- :]")
+_TBX_BAD = re.compile(r"[^-/\w.]")  # tensorboardX's _clean_tag
 
 
 def mlflow_sanitise(key: str) -> str:
@@ -43,7 +44,7 @@ class Framework:
     versions: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # hashed by identity: resolutions are cached per catalogue
 class Catalogue:
     metrics: dict[str, Metric]
     frameworks: dict[str, Framework]
@@ -100,10 +101,15 @@ def catalogue(path: str | None = None) -> Catalogue:
 
 def _forms(key: str) -> list[str]:
     out = [key] + [p + key for p in WRITER_PREFIXES]
-    sane = mlflow_sanitise(key)
-    if sane != key:
-        out += [sane] + [p + sane for p in WRITER_PREFIXES]
+    for sane in (mlflow_sanitise(key), _TBX_BAD.sub("_", key)):
+        if sane != key and sane not in out:
+            out += [sane] + [p + sane for p in WRITER_PREFIXES]
     return out
+
+
+@cache
+def _regex(form: str) -> re.Pattern[str]:
+    return re.compile(fnmatch.translate(form))
 
 
 class _Matcher:
@@ -116,7 +122,7 @@ class _Matcher:
             return [f for f in _forms(key) if f in self.present]
         hits: list[str] = []
         for form in _forms(key):
-            rx = re.compile(fnmatch.translate(form))
+            rx = _regex(form)
             hits += sorted(t for t in self.tags if rx.match(t))
         return hits
 
@@ -139,15 +145,22 @@ def detect(tags: list[str], cat: Catalogue | None = None) -> tuple[str | None, s
 
 
 def resolve(tags: list[str], cat: Catalogue | None = None) -> Resolution:
+    """Map a run's raw tags to canonical metrics (cached: a followed run asks again and again)."""
+    import copy
+
+    return copy.deepcopy(_resolve(tuple(sorted(tags)), cat or catalogue()))
+
+
+@cache
+def _resolve(tags: tuple[str, ...], cat: Catalogue) -> Resolution:
     """Map a run's raw tags to canonical metrics; the detected framework's keys come first.
 
     Wildcard aliases are tried only for the detected framework (or when none is detected),
     since a pattern such as slime's ``eval/*`` would swallow other frameworks' keys.
     """
-    cat = cat or catalogue()
-    framework, version = detect(tags, cat)
+    framework, version = detect(list(tags), cat)
     res = Resolution(framework, version)
-    m = _Matcher(tags)
+    m = _Matcher(list(tags))
     taken: set[str] = set()
     for metric in cat.metrics.values():
         ordered = sorted(metric.aliases, key=lambda a: a.framework != framework)

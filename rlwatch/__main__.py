@@ -1,0 +1,3 @@
+from rlwatch.cli.app import main
+
+main()

@@ -1,0 +1,48 @@
+"""Shared CLI plumbing: the one error door, consoles, output formats."""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import Iterator
+
+import typer
+
+
+class Format(str, enum.Enum):
+    text = "text"
+    json = "json"
+
+
+TARGETS_HELP = ("Runs to read: a TensorBoard log directory (every directory below it that "
+                "holds events.out.tfevents.* files is a run) or a single event file.")
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn rlwatch's errors into one line on stderr and exit code 2; no traceback."""
+    from rlwatch.errors import RlwatchError
+
+    try:
+        yield
+    except RlwatchError as exc:
+        typer.echo(f"rlwatch: error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+
+
+def stdout_console():  # noqa: ANN201 - rich is imported lazily
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def stderr_console():  # noqa: ANN201
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def echo_json(data: object) -> None:
+    import json
+
+    typer.echo(json.dumps(data, indent=2, sort_keys=True, allow_nan=False, default=str))
