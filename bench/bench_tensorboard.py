@@ -154,7 +154,8 @@ def main() -> None:
     rl = res["rlwatch"]["seconds"]
     print()
     if "tbparse" in res:
-        print(f"speed-up vs tbparse:         {res['tbparse']['seconds'] / rl:6.1f}x   (target >= 30x)")
+        ratio = res["tbparse"]["seconds"] / rl
+        print(f"speed-up vs tbparse:         {ratio:6.1f}x   (target >= 30x)")
     print(f"load / framing walk:         {rl / res['framing']['seconds']:6.2f}x   (target <= 2x)")
     print(f"peak RSS of rlwatch:         {res['rlwatch']['rss_gb']:6.3f} GB (target <= 0.4 GB)")
     poll = res["poll"]

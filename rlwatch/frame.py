@@ -106,7 +106,7 @@ class RunFrame:
             tag, step, value, wall_time = tag[keep], step[keep], value[keep], wall_time[keep]
         present = np.zeros(len(tags), dtype=bool)
         present[tag] = True
-        used = [t for t, p in zip(tags, present) if p]
+        used = [t for t, p in zip(tags, present, strict=False) if p]
         resolution = names.resolve(used)
         info.metrics = resolution.canonical
         info.unmapped = resolution.unmapped
@@ -236,7 +236,7 @@ def _restarts_and_last_writes(tag: np.ndarray, step: np.ndarray
     back = same & (s[1:] <= s[:-1])
     if not back.any():
         return None, []
-    # last write per (tag, step): within a tag, a row is superseded by a later row with the same step
+    # last write per (tag, step): a row is superseded by a later row of the same tag and step
     rows = order  # rows in (tag, write order)
     frame = pd.DataFrame({"t": t, "s": s})
     dup = frame.duplicated(["t", "s"], keep="last").to_numpy()

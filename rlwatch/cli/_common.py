@@ -30,13 +30,13 @@ def user_errors() -> Iterator[None]:
         raise typer.Exit(exc.exit_code) from None
 
 
-def stdout_console():  # noqa: ANN201 - rich is imported lazily
+def stdout_console():
     from rich.console import Console
 
     return Console(highlight=False)
 
 
-def stderr_console():  # noqa: ANN201
+def stderr_console():
     from rich.console import Console
 
     return Console(stderr=True, highlight=False)

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from rlwatch.cli._common import TARGETS_HELP, Format, echo_json, stdout_console, user_errors
 
 
 def diagnose(
-    targets: list[str] = typer.Argument(..., metavar="TARGET...", help=TARGETS_HELP),
-    fmt: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list each canonical "
-                                 "metric with the raw key it was read from."),
+    targets: Annotated[list[str], typer.Argument(metavar="TARGET...", help=TARGETS_HELP)],
+    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.text,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also list each canonical "
+                                          "metric with the raw key it was read from.")] = False,
 ) -> None:
-    """Read runs and report what is in them: runs, steps, restarts, metrics recognised,
-    reader warnings.
+    """Read runs and report what is in them.
 
-    Example: rlwatch diagnose runs/grpo_qwen7b
+    Runs, steps, restarts, canonical metrics recognised and reader warnings, per run.
+
+    Example: rlwatch diagnose runs/grpo_qwen7b --format json
     """
     with user_errors():
         from rlwatch.errors import SourceError

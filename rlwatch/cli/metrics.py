@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from rlwatch.cli._common import TARGETS_HELP, Format, echo_json, stdout_console, user_errors
 
 
 def metrics(
-    targets: list[str] = typer.Argument(..., metavar="TARGET...", help=TARGETS_HELP),
-    fmt: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
+    targets: Annotated[list[str], typer.Argument(metavar="TARGET...", help=TARGETS_HELP)],
+    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.text,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also say what each "
+                                          "canonical metric means.")] = False,
 ) -> None:
-    """Show, per run, the framework detected, each canonical metric found with the raw key
-    it was read from, and the raw keys left unmapped.
+    """Show how rlwatch understood each run's metric names.
 
-    Rules are written against canonical names (rules/metrics.yaml); this is how to check that
-    rlwatch understood your run.
+    Per run: the framework detected, each canonical metric found with the raw key it was read
+    from, and the raw keys left unmapped. Rules are written against the canonical names
+    (rules/metrics.yaml).
     """
     with user_errors():
         from rlwatch.names import catalogue
@@ -30,4 +34,4 @@ def metrics(
                                                "metrics", "unmapped")}
                             for r in summary["runs"]]})
     else:
-        stdout_console().print(metrics_renderable(summary, descriptions))
+        stdout_console().print(metrics_renderable(summary, descriptions if verbose else None))

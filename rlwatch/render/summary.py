@@ -42,16 +42,15 @@ def summary_renderable(summary: dict[str, Any], *, verbose: bool = False) -> Any
 
     table = Table(title=None, box=None, pad_edge=False, header_style="bold")
     for col, justify in (("run", "left"), ("framework", "left"), ("steps", "right"),
-                         ("scalars", "right"), ("metrics", "right"), ("restarts", "right")):
-        table.add_column(col, justify=justify, overflow="fold")
+                         ("scalars", "right"), ("metrics", "right")):
+        table.add_column(col, justify=justify, no_wrap=True)
     lines: list[Any] = []
     for run in summary["runs"]:
         fw = run["framework"] or "unknown"
         if run["framework_version"]:
             fw += f" {run['framework_version']}"
         recognised = f"{len(run['metrics'])}/{run['tags']}"
-        table.add_row(run["name"], fw, _steps(run), f"{run['scalars']:,}", recognised,
-                      str(len(run["restarts"])))
+        table.add_row(run["name"], fw, _steps(run), f"{run['scalars']:,}", recognised)
         for r in run["restarts"]:
             lines.append(Text(f"{run['name']}: restart at step {r['step']} after step "
                               f"{r['previous_step']}" + (f" ({r['where']})" if r["where"] else "")
@@ -68,7 +67,8 @@ def summary_renderable(summary: dict[str, Any], *, verbose: bool = False) -> Any
     return Group(table, *lines, head)
 
 
-def metrics_renderable(summary: dict[str, Any], descriptions: dict[str, str]) -> Any:
+def metrics_renderable(summary: dict[str, Any], descriptions: dict[str, str] | None = None
+                       ) -> Any:
     """Per run: the framework, each canonical metric with its raw key, and unmapped keys."""
     from rich.console import Group
     from rich.table import Table
@@ -81,11 +81,12 @@ def metrics_renderable(summary: dict[str, Any], descriptions: dict[str, str]) ->
             fw += f" ({run['framework_version']})"
         parts.append(Text(f"{run['name']}  framework: {fw}", style="bold"))
         table = Table(box=None, pad_edge=False, header_style="bold")
-        table.add_column("canonical", overflow="fold")
+        table.add_column("canonical", no_wrap=True)
         table.add_column("raw key", overflow="fold")
-        table.add_column("meaning", overflow="fold", style="dim")
+        if descriptions:
+            table.add_column("meaning", overflow="fold", style="dim")
         for canon, raw in run["metrics"].items():
-            table.add_row(canon, raw, descriptions.get(canon, ""))
+            table.add_row(canon, raw, *([descriptions.get(canon, "")] if descriptions else []))
         parts.append(table)
         unmapped = run["unmapped"]
         parts.append(Text(f"unmapped raw keys ({len(unmapped)}): "

@@ -37,7 +37,7 @@ def load(targets: list[str], *, workers: int | None = None) -> RunFrame:
             frames = list(pool.map(lambda f: f(), loaders))
     seen: set[str] = set()
     unique = []
-    for target, frame in zip(targets, frames):
+    for target, frame in zip(targets, frames, strict=False):
         clash = {n: f"{target.rstrip('/')}:{n}" for n in frame.runs if n in seen}
         if clash:
             frame = frame.renamed(clash)

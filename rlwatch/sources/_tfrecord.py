@@ -37,8 +37,8 @@ _LOW7 = _U64(0x7F7F7F7F7F7F7F7F)
 _BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
 # bytes after the tag of a 0-d DT_FLOAT tensor value: field 8 (tensor), len 10, dtype=1,
 # empty shape, then float_val (packed, field 5) or tensor_content (field 4) of 4 bytes
-_TENSOR_FLOAT_VAL = int.from_bytes(bytes([0x42, 0x0A, 0x08, 0x01, 0x12, 0x00, 0x2A, 0x04]), "little")
-_TENSOR_CONTENT = int.from_bytes(bytes([0x42, 0x0A, 0x08, 0x01, 0x12, 0x00, 0x22, 0x04]), "little")
+_TENSOR_FLOAT_VAL = int.from_bytes(bytes.fromhex("420a080112002a04"), "little")
+_TENSOR_CONTENT = int.from_bytes(bytes.fromhex("420a080112002204"), "little")
 # SummaryMetadata{plugin_data{plugin_name: "scalars"}} as written by tensorboard/TF2
 _SCALARS_META = bytes([0x4A, 0x0B, 0x0A, 0x09, 0x0A, 0x07]) + b"scalars"
 
@@ -98,8 +98,8 @@ def _payloads_ok(raw: bytes, buf: np.ndarray, starts: np.ndarray, data: np.ndarr
         u32[ends] = (rot >> np.uint32(17)) | (rot << np.uint32(15))
         if _crc32c(buf[int(data[0]):int(ends[-1]) + 4].tobytes()) == _RESIDUE:
             return np.ones(starts.size, dtype=bool)
-    crc = np.fromiter((_crc32c(raw[d:e]) for d, e in zip(data.tolist(), ends.tolist())),
-                      dtype=np.uint32, count=starts.size)
+    pairs = zip(data.tolist(), ends.tolist(), strict=True)
+    crc = np.fromiter((_crc32c(raw[d:e]) for d, e in pairs), dtype=np.uint32, count=starts.size)
     return _mask(crc) == stored
 
 
@@ -114,7 +114,8 @@ def _varint(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     stop = ~words & _HIGH_BITS
     low = stop & (~stop + _U64(1))  # lowest terminating high bit: 2**(8k+7)
     ok = low != 0
-    nbytes = np.where(ok, (np.log2(np.where(ok, low, 1).astype(np.float64)).astype(np.int64) - 7) // 8 + 1, 0)
+    bit = np.log2(np.where(ok, low, 1).astype(np.float64)).astype(np.int64)
+    nbytes = np.where(ok, (bit - 7) // 8 + 1, 0)
     x = words & (low - _U64(1)) & _LOW7
     x = (x & _U64(0x007F007F007F007F)) | ((x & _U64(0x7F007F007F007F00)) >> _U64(1))
     x = (x & _U64(0x00003FFF00003FFF)) | ((x & _U64(0x3FFF00003FFF0000)) >> _U64(2))
@@ -422,12 +423,13 @@ class EventFileReader:
         from tensorboard.compat.proto import event_pb2
 
         out_order, codes, steps, values, walls = [], [], [], [], []
-        for o, s, t in zip(order.tolist(), d.tolist(), e.tolist()):
+        for o, s, t in zip(order.tolist(), d.tolist(), e.tolist(), strict=False):
             try:
                 event = event_pb2.Event.FromString(raw[s:t])
-            except Exception:  # noqa: BLE001 - any decode failure is a bad record
+            except Exception:
                 self.bad_records += 1
-                self.warnings.append(f"{self.path}: undecodable event at byte {self.offset + s - 12}")
+                self.warnings.append(
+                    f"{self.path}: undecodable event at byte {self.offset + s - 12}")
                 continue
             if not event.HasField("summary"):
                 continue
@@ -488,7 +490,7 @@ def _tensor_scalar(tensor: object) -> float | None:
 
     try:
         array = tensor_util.make_ndarray(tensor)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
     if array.size != 1 or array.dtype.kind not in "fiub":
         return None

@@ -1,0 +1,44 @@
+"""Shared helpers: fixtures shipped in the repo, and real writers for event files made in tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+REALRUNS = ROOT.parent / "shared" / "realruns"
+
+
+def fixture_event_files() -> list[Path]:
+    return sorted(FIXTURES.rglob("events.out.tfevents.*"))
+
+
+def write_tbx(run: Path, series: dict[str, list[float]], steps: list[int] | None = None,
+              *, walltime0: float = 1_700_000_000.0, suffix: str = "") -> Path:
+    """Write scalars with tensorboardX's SummaryWriter; returns the event file."""
+    from tensorboardX import SummaryWriter
+
+    run.mkdir(parents=True, exist_ok=True)
+    before = set(run.glob("events.out.tfevents.*"))
+    w = SummaryWriter(str(run), flush_secs=3600, filename_suffix=suffix)
+    n = len(next(iter(series.values())))
+    steps = list(range(n)) if steps is None else steps
+    for i, step in enumerate(steps):
+        for tag, values in series.items():
+            w.add_scalar(tag, values[i], step, walltime=walltime0 + i)
+    w.close()
+    (new,) = set(run.glob("events.out.tfevents.*")) - before
+    return new
+
+
+@pytest.fixture
+def tbx_run(tmp_path: Path) -> Path:
+    """A small verl-shaped run written by tensorboardX: 3 tags x 40 steps."""
+    write_tbx(tmp_path / "run", {
+        "actor/entropy": [0.5 - 0.01 * i for i in range(40)],
+        "actor/grad_norm": [0.3 + 0.001 * i for i in range(40)],
+        "critic/score/mean": [0.1 + 0.01 * i for i in range(40)],
+    })
+    return tmp_path / "run"

@@ -1,0 +1,104 @@
+"""The command line: help and version at once, summaries, the one-line errors and exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+from typer.testing import CliRunner
+
+from rlwatch.cli.app import app
+
+runner = CliRunner()
+
+
+def rlwatch(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rlwatch", *args], capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def test_startup_imports_nothing_heavy() -> None:
+    code = ("import sys, rlwatch.cli.app; heavy = ('pandas', 'numpy', 'tbparse', 'mlflow', "
+            "'wandb', 'tensorboard', 'yaml'); print([m for m in heavy if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_help_teaches_commands_and_exit_codes() -> None:
+    r = runner.invoke(app, ["--help"])
+    assert r.exit_code == 0
+    for word in ("diagnose", "metrics", "Exit codes"):
+        assert word in r.output
+
+
+def test_version() -> None:
+    from rlwatch import __version__
+
+    r = rlwatch("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"rlwatch {__version__}"
+
+
+def test_diagnose_summarises_every_fixture_run() -> None:
+    r = runner.invoke(app, ["diagnose", str(FIXTURES)])
+    assert r.exit_code == 0, r.output
+    for run in ("grpo-broken", "grpo-healthy", "grpo-restart", "nemo-tensor-scalars",
+                "truncated", "verl-gpg-math-qwen2-7b-fsdp"):
+        assert run in r.output
+    assert "restart at step 100 after step 119" in r.output
+    assert "last record truncated" in r.output
+
+
+def test_diagnose_json_is_valid_on_its_own_and_stderr_is_separate() -> None:
+    r = rlwatch("diagnose", str(FIXTURES / "truncated"), str(FIXTURES / "grpo-restart"),
+                "--format", "json")
+    assert r.returncode == 0
+    doc = json.loads(r.stdout)
+    assert doc["schema_version"] == 1
+    runs = {run["name"]: run for run in doc["runs"]}
+    assert runs["grpo-restart"]["restarts"][0]["step"] == 100
+    assert runs["truncated"]["steps"] == {"count": 50, "first": 0, "last": 49}
+    assert runs["truncated"]["warnings"][0].endswith("was the writer killed mid-write?)")
+
+
+def test_metrics_shows_framework_mapping_and_unmapped_keys() -> None:
+    r = runner.invoke(app, ["metrics", str(FIXTURES / "verl-gpg-math-qwen2-7b-fsdp")])
+    assert r.exit_code == 0, r.output
+    assert "framework: verl (v0.4.1)" in r.output
+    assert "rollout_probs_diff" in r.output and "training/rollout_probs_diff_mean" in r.output
+    assert "unmapped raw keys (36)" in r.output
+    j = rlwatch("metrics", str(FIXTURES / "grpo-healthy"), "-f", "json")
+    run = json.loads(j.stdout)["runs"][0]
+    assert run["framework"] == "trl" and run["metrics"]["kl_ref"] == "train/kl"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["diagnose", "does/not/exist"], "does/not/exist: no such file or directory (accepted: "),
+    (["metrics", "{empty}"], "no TensorBoard event files (events.out.tfevents.*) in it or below"),
+    (["diagnose", "{text}"], "not a recognised run file (accepted: "),
+    (["diagnose", "{fake_events}"], "not a TensorBoard event file"),
+])
+def test_bad_input_is_one_line_on_stderr_with_exit_2(tmp_path: Path, args: list[str],
+                                                     message: str) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "log.txt").write_text("hello\n")
+    (tmp_path / "events.out.tfevents.1.x").write_bytes(b"\x00garbage" * 40)
+    paths = {"empty": tmp_path / "empty", "text": tmp_path / "log.txt",
+             "fake_events": tmp_path / "events.out.tfevents.1.x"}
+    r = rlwatch(*[a.format(**paths) for a in args])
+    assert r.returncode == 2
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rlwatch: error: ") and message in lines[0]
+    assert "Traceback" not in r.stderr
+
+
+def test_no_color_and_no_tty_give_plain_text() -> None:
+    import os
+
+    env = {**os.environ, "NO_COLOR": "1", "FORCE_COLOR": ""}
+    r = rlwatch("diagnose", str(FIXTURES / "truncated"), env=env)
+    assert r.returncode == 0 and "\x1b[" not in r.stdout and "\x1b[" not in r.stderr
