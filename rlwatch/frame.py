@@ -46,6 +46,7 @@ class RunInfo:
     metrics: dict[str, str] = field(default_factory=dict)  # canonical -> raw tag
     unmapped: list[str] = field(default_factory=list)  # raw tags with no canonical name
     scales: dict[str, float] = field(default_factory=dict)  # canonical -> unit factor
+    decimals: int | None = None  # values were printed rounded (verl <= 0.4 console: 3)
     hparams: dict[str, object] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)
     restarts: list[Restart] = field(default_factory=list)

@@ -1,0 +1,182 @@
+"""Evaluate rules on runs: condition masks -> `for` / `keep_firing_for` -> episodes -> verdicts."""
+
+from __future__ import annotations
+
+import math
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rlwatch.engine.conditions import Context, Signal, Skip, _held, evaluate
+from rlwatch.engine.rules import Rule, RuleSet
+
+
+@dataclass
+class Episode:
+    first_step: int
+    last_step: int
+    peak_step: int
+    observed: dict[str, float]
+    summary: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"first_step": self.first_step, "last_step": self.last_step,
+                "peak_step": self.peak_step, "summary": self.summary,
+                "observed": {k: _num(v) for k, v in sorted(self.observed.items())}}
+
+
+@dataclass
+class Verdict:
+    run: str
+    code: str
+    name: str
+    severity: str
+    state: str  # firing (at the last step) | resolved (fired earlier) | ok | skipped
+    episodes: list[Episode] = field(default_factory=list)
+    reason: str = ""  # why skipped
+    metrics: dict[str, str] = field(default_factory=dict)  # canonical -> raw tag read
+    checks: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def fired(self) -> bool:
+        return bool(self.episodes)
+
+    @property
+    def summary(self) -> str:
+        if not self.episodes:
+            return self.reason
+        first = self.episodes[0]
+        more = len(self.episodes) - 1
+        return first.summary + (f" (+{more} more episode{'s' if more > 1 else ''})" if more
+                                else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "code": self.code, "name": self.name,
+                "severity": self.severity, "state": self.state, "summary": self.summary,
+                "reason": self.reason, "metrics": self.metrics, "checks": self.checks,
+                "episodes": [e.to_dict() for e in self.episodes]}
+
+
+def _num(v: float) -> float | str | None:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if isinstance(v, float) and math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def context(frame: Any, run: str) -> Context:
+    """The evaluation context of one run of a RunFrame."""
+    d = frame.run_data(run)
+    wide = frame.wide(run)
+    finite = wide.where(np.isfinite(wide))
+    values = d["value"].to_numpy()
+    bad = ~np.isfinite(values)
+    nonfinite: dict[str, pd.Index] = {}
+    if bad.any():
+        sub = d[bad]
+        for metric, steps in sub.groupby("metric", observed=True)["step"]:
+            nonfinite[str(metric)] = pd.Index(np.unique(steps.to_numpy()))
+    wall = pd.Series(dtype=float)
+    if d["wall_time"].notna().any():
+        wall = d.groupby("step")["wall_time"].max().dropna()
+    info = frame.runs[run]
+    return Context(finite, nonfinite, wall, frame.segment_starts(run),
+                   getattr(info, "decimals", None), dict(info.metrics))
+
+
+def evaluate_rule(ctx: Context, rule: Rule, run: str = "") -> tuple[Verdict, pd.Series | None,
+                                                                       Signal | None]:
+    """The verdict of one rule, the per-step firing mask and the signal behind it."""
+    base = Verdict(run, rule.code, rule.name, rule.severity, "ok")
+    try:
+        sig = evaluate(ctx, rule.when)
+    except Skip as exc:
+        base.state, base.reason = "skipped", str(exc)
+        return base, None, None
+    base.metrics = {m: ctx.tags.get(m, m) for m in dict.fromkeys(sig.metrics)}
+    mask = sig.mask.to_numpy(dtype=bool)
+    held = _held(mask)
+    active = held >= rule.for_
+    idx = np.arange(mask.size)
+    last_active = np.maximum.accumulate(np.where(active, idx, -(10**9)))
+    firing = idx - last_active <= rule.keep_firing_for
+    steps = sig.mask.index.to_numpy()
+    fire = pd.Series(firing, index=sig.mask.index)
+    if firing.any():
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], firing.astype(np.int8), [0]])))
+        for a, b in zip(edges[::2], edges[1::2] - 1, strict=True):
+            base.episodes.append(_episode(rule, sig, steps, int(a), int(b), held))
+        base.state = "firing" if firing[-1] else "resolved"
+        base.checks = _checks(ctx, rule, base.episodes[0])
+    return base, fire, sig
+
+
+def _episode(rule: Rule, sig: Signal, steps: np.ndarray, a: int, b: int,
+             held: np.ndarray) -> Episode:
+    peak_values = sig.observed[sig.peak].iloc[a:b + 1].to_numpy(dtype=float)
+    cond = sig.mask.iloc[a:b + 1].to_numpy()
+    ranked = np.where(cond & ~np.isnan(peak_values), peak_values, np.nan)
+    if np.isnan(ranked).all():
+        k = int(np.argmax(cond)) if cond.any() else 0
+    else:
+        k = int(np.nanargmax(ranked) if sig.peak_max else np.nanargmin(ranked))
+    at = a + k
+    observed = {name: float(s.iloc[at]) for name, s in sig.observed.items()}
+    summary = render_summary(rule.summary, observed, step=int(steps[at]),
+                             first_step=int(steps[a]), last_step=int(steps[b]),
+                             steps=int(b - a + 1))
+    observed["held"] = float(held[at])
+    return Episode(int(steps[a]), int(steps[b]), int(steps[at]), observed, summary)
+
+
+def render_summary(template: str, observed: dict[str, float], **extra: int) -> str:
+    """Fill a rule's summary template; dotted names (kl_ref.value) address cross-metric values."""
+    flat: dict[str, Any] = {}
+    nested: dict[str, dict[str, float]] = {}
+    for key, value in observed.items():
+        if "." in key:
+            root, leaf = key.split(".", 1)
+            nested.setdefault(root, {})[leaf] = value
+        else:
+            flat[key] = value
+    ns = {k: types.SimpleNamespace(**v) for k, v in nested.items()}
+    try:
+        return template.format(**extra, **flat, **ns)
+    except (KeyError, AttributeError, ValueError, TypeError) as exc:
+        return f"{template} [summary could not be filled: {exc}]"
+
+
+def _checks(ctx: Context, rule: Rule, episode: Episode) -> list[dict[str, Any]]:
+    """What to look at next, with this run's values around the first episode."""
+    out = []
+    for c in rule.checks:
+        row: dict[str, Any] = {"metric": c.metric, "hint": c.hint}
+        if c.metric in ctx.wide.columns:
+            s = ctx.wide[c.metric].dropna()
+            before = s[s.index < episode.first_step].tail(10)
+            during = s[(s.index >= episode.first_step) & (s.index <= episode.last_step)]
+            row.update(tag=ctx.tags.get(c.metric, c.metric),
+                       before=_num(float(before.median())) if len(before) else None,
+                       during=_num(float(during.median())) if len(during) else None)
+        else:
+            row["tag"] = None
+        out.append(row)
+    return out
+
+
+def evaluate_frame(frame: Any, rules: RuleSet) -> list[Verdict]:
+    """Every rule on every run of a RunFrame (rules limited by applies_to are skipped)."""
+    verdicts = []
+    for run, info in frame.runs.items():
+        ctx = context(frame, run)
+        for rule in rules.rules:
+            if rule.frameworks and info.framework not in rule.frameworks:
+                verdicts.append(Verdict(run, rule.code, rule.name, rule.severity, "skipped",
+                                        reason=f"applies to {', '.join(rule.frameworks)} only"))
+                continue
+            verdicts.append(evaluate_rule(ctx, rule, run)[0])
+    return verdicts

@@ -1,0 +1,331 @@
+"""The rule model and its strict loader: rules are data, condition kinds are code."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import string
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from rlwatch.engine import yamlpos
+from rlwatch.errors import RuleFileError
+
+SEVERITIES = ("info", "warning", "error")
+CODE = re.compile(r"^[A-Z]{2}\d{2}$")
+NAME = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
+FIELD = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
+
+# parameter -> type, per kind; `req` lists required keys, `one_of` keys of which one is needed
+KINDS: dict[str, dict[str, Any]] = {
+    "threshold": {"params": {"metric": "metric", "above": "num", "below": "num",
+                             "outside": "range", "inside": "range", "divided_by": "metric"},
+                  "req": ["metric"], "one_of": ["above", "below", "outside", "inside"],
+                  "observed": ["value", "numerator", "denominator", "deviation"]},
+    "spike": {"params": {"metric": "metric", "factor": "pos", "drop": "pos", "window": "int",
+                         "min_periods": "int", "min_delta": "num"},
+              "req": ["metric"], "one_of": ["factor", "drop"],
+              "observed": ["value", "baseline", "ratio", "change"]},
+    "relative": {"params": {"metric": "metric", "below_factor": "pos", "above_factor": "pos",
+                            "first_steps": "int", "min_delta": "num"},
+                 "req": ["metric"], "one_of": ["below_factor", "above_factor"],
+                 "observed": ["value", "reference", "ratio"]},
+    "trend": {"params": {"metric": "metric", "window": "int", "edge": "int", "above": "num",
+                         "below": "num", "abs_below": "pos"},
+              "req": ["metric", "window"], "one_of": ["above", "below", "abs_below"],
+              "observed": ["value", "start", "end", "pct_change"]},
+    "nonfinite": {"params": {"metric": "metric"}, "req": ["metric"], "one_of": [],
+                  "observed": ["value", "count"]},
+    "stuck": {"params": {"metric": "metric", "steps": "int", "value": "num"},
+              "req": ["metric", "steps"], "one_of": [], "observed": ["value", "held"]},
+    "stall": {"params": {"factor": "pos", "metric": "metric", "min_periods": "int"},
+              "req": ["factor"], "one_of": [], "observed": ["value", "baseline", "ratio"]},
+    "count": {"params": {"of": "cond", "at_least": "int", "within": "int"},
+              "req": ["of", "at_least", "within"], "one_of": [], "observed": ["count"]},
+}
+RULE_KEYS = {"code", "name", "severity", "description", "applies_to", "when", "for",
+             "keep_firing_for", "summary", "checks", "runbook"}
+TEMPLATE_EXTRAS = {"step", "first_step", "last_step", "steps"}
+
+
+@dataclass(frozen=True)
+class Check:
+    metric: str
+    hint: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    severity: str
+    when: dict[str, Any]
+    summary: str
+    description: str = ""
+    for_: int = 1
+    keep_firing_for: int = 0
+    checks: tuple[Check, ...] = ()
+    runbook: str = ""
+    frameworks: tuple[str, ...] = ()
+    group: str = ""
+    file: str = ""
+    line: int | None = None
+
+    @property
+    def rank(self) -> int:
+        return SEVERITIES.index(self.severity)
+
+
+@dataclass
+class RuleSet:
+    rules: list[Rule] = field(default_factory=list)
+
+    def get(self, code: str) -> Rule | None:
+        return next((r for r in self.rules if r.code == code), None)
+
+
+def rules_dir() -> Path:
+    return Path(str(resources.files("rlwatch.rules")))
+
+
+def builtin_files() -> list[Path]:
+    return sorted(p for p in rules_dir().glob("*.yaml") if p.name != "metrics.yaml")
+
+
+def load_rules(paths: list[str | Path] | None = None, *, with_builtin: bool = True) -> RuleSet:
+    """The shipped pack, plus `paths` (which add rules or override shipped ones by code)."""
+    files = (builtin_files() if with_builtin else []) + [Path(p) for p in paths or []]
+    if not files:
+        raise RuleFileError("no rule files", "(none)")
+    out: dict[str, Rule] = {}
+    builtin = {str(p) for p in builtin_files()} if with_builtin else set()
+    for f in files:
+        seen_here: set[str] = set()
+        for rule in load_file(f):
+            if rule.code in seen_here or (rule.code in out and str(f) in builtin):
+                raise RuleFileError(f"duplicate rule code {rule.code}", rule.file, rule.line, 3)
+            seen_here.add(rule.code)
+            out[rule.code] = rule
+    return RuleSet(list(out.values()))
+
+
+def load_file(path: str | Path) -> list[Rule]:
+    """Parse and strictly validate one rule file."""
+    doc = yamlpos.load(path)
+    v = _Validator(doc)
+    return v.file()
+
+
+class _Validator:
+    def __init__(self, doc: yamlpos.Located):
+        from rlwatch.names import catalogue
+
+        self.doc = doc
+        self.metrics = set(catalogue().metrics)
+        self.frameworks = set(catalogue().frameworks)
+
+    def fail(self, at: tuple[object, ...], message: str) -> RuleFileError:
+        line, col = self.doc.where(at)
+        return RuleFileError(message, self.doc.path, line, col)
+
+    def file(self) -> list[Rule]:
+        d = self.doc.data
+        if not isinstance(d, dict):
+            raise self.fail((), "expected a mapping with 'version: 1' and 'groups'")
+        self.keys(d, (), {"version", "groups"}, required={"version", "groups"})
+        if d["version"] != 1:
+            raise self.fail(("version",), f"unsupported version {d['version']!r} (valid: 1)")
+        rules: list[Rule] = []
+        groups = self.list(d["groups"], ("groups",))
+        for gi, g in enumerate(groups):
+            at = ("groups", gi)
+            if not isinstance(g, dict):
+                raise self.fail(at, "a group is a mapping with 'name' and 'rules'")
+            self.keys(g, at, {"name", "rules"}, required={"name", "rules"})
+            for ri, r in enumerate(self.list(g["rules"], (*at, "rules"))):
+                rules.append(self.rule(r, (*at, "rules", ri), str(g["name"])))
+        codes: dict[str, int] = {}
+        for i, r in enumerate(rules):
+            if r.code in codes:
+                raise RuleFileError(f"duplicate rule code {r.code}", self.doc.path, r.line, 3)
+            codes[r.code] = i
+        return rules
+
+    def list(self, value: Any, at: tuple[object, ...]) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.fail(at, f"expected a list, got {type(value).__name__}")
+        return value
+
+    def keys(self, d: dict[str, Any], at: tuple[object, ...], allowed: set[str],
+             required: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        for k in d:
+            if k not in allowed:
+                near = difflib.get_close_matches(k, sorted(allowed), n=1)
+                hint = f"; did you mean {near[0]!r}?" if near else ""
+                raise self.fail((*at, k), f"unknown key {k!r} (valid: "
+                                f"{', '.join(sorted(allowed))}){hint}")
+        for k in sorted(required - set(d)):
+            raise self.fail(at, f"missing required key {k!r}")
+
+    def rule(self, r: Any, at: tuple[object, ...], group: str) -> Rule:
+        if not isinstance(r, dict):
+            raise self.fail(at, "a rule is a mapping")
+        self.keys(r, at, RULE_KEYS, required={"code", "name", "severity", "when", "summary"})
+        code, name, sev = str(r["code"]), str(r["name"]), r["severity"]
+        if not CODE.match(code):
+            raise self.fail((*at, "code"), f"bad code {code!r} (two capitals and two digits, "
+                            "e.g. ST01)")
+        if not NAME.match(name):
+            raise self.fail((*at, "name"), f"bad name {name!r} (family.snake_case, e.g. "
+                            "stability.grad_norm_spike)")
+        if sev not in SEVERITIES:
+            raise self.fail((*at, "severity"), f"bad severity {sev!r} (valid: "
+                            f"{', '.join(SEVERITIES)})")
+        observed = self.condition(r["when"], (*at, "when"))
+        n_for = self.int(r.get("for", 1), (*at, "for"), minimum=1)
+        keep = self.int(r.get("keep_firing_for", 0), (*at, "keep_firing_for"), minimum=0)
+        summary = r["summary"]
+        if not isinstance(summary, str):
+            raise self.fail((*at, "summary"), "summary must be a string")
+        self.template(summary, (*at, "summary"), observed)
+        checks = []
+        for ci, c in enumerate(self.list(r.get("checks", []), (*at, "checks"))):
+            cat = (*at, "checks", ci)
+            if not isinstance(c, dict):
+                raise self.fail(cat, "a check is a mapping with 'metric' and 'hint'")
+            self.keys(c, cat, {"metric", "hint"}, required={"metric", "hint"})
+            self.metric(c["metric"], (*cat, "metric"))
+            checks.append(Check(str(c["metric"]), str(c["hint"])))
+        frameworks: tuple[str, ...] = ()
+        if "applies_to" in r:
+            a = r["applies_to"]
+            if not isinstance(a, dict):
+                raise self.fail((*at, "applies_to"), "applies_to is a mapping: {frameworks: [...]}")
+            self.keys(a, (*at, "applies_to"), {"frameworks"})
+            for i, fw in enumerate(self.list(a.get("frameworks", []),
+                                             (*at, "applies_to", "frameworks"))):
+                if fw not in self.frameworks:
+                    raise self.fail((*at, "applies_to", "frameworks", i),
+                                    f"unknown framework {fw!r} (valid: "
+                                    f"{', '.join(sorted(self.frameworks))})")
+            frameworks = tuple(a.get("frameworks", []))
+        line, _ = self.doc.where(at)
+        return Rule(code=code, name=name, severity=sev, when=self.normalised(r["when"]),
+                    summary=summary, description=str(r.get("description", "")), for_=n_for,
+                    keep_firing_for=keep, checks=tuple(checks), runbook=str(r.get("runbook", "")),
+                    frameworks=frameworks, group=group, file=self.doc.path, line=line)
+
+    def int(self, v: Any, at: tuple[object, ...], minimum: int = 0) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+            raise self.fail(at, f"expected an integer >= {minimum}, got {v!r}")
+        return v
+
+    def num(self, v: Any, at: tuple[object, ...]) -> float:
+        if isinstance(v, bool):
+            raise self.fail(at, f"expected a number, got {v!r}")
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            raise self.fail(at, f"expected a number, got {v!r}") from None
+
+    def metric(self, m: Any, at: tuple[object, ...]) -> None:
+        if m not in self.metrics:
+            near = difflib.get_close_matches(str(m), sorted(self.metrics), n=3)
+            raise self.fail(at, f"unknown metric {m!r}" + (
+                f" (did you mean {', '.join(near)}?)" if near else
+                " (see the canonical names in rules/metrics.yaml)"))
+
+    def condition(self, c: Any, at: tuple[object, ...]) -> set[str]:
+        """Validate a condition; return the names a summary template may use."""
+        if not isinstance(c, dict) or len(c) != 1:
+            raise self.fail(at, "a condition is a mapping with exactly one kind "
+                            f"(valid: {', '.join([*KINDS, 'all', 'any'])})")
+        ((kind, spec),) = c.items()
+        kat = (*at, kind)
+        if kind in ("all", "any"):
+            names: set[str] = set()
+            items = self.list(spec, kat)
+            if not items:
+                raise self.fail(kat, f"'{kind}' needs at least one condition")
+            for i, sub in enumerate(items):
+                inner = self.condition(sub, (*kat, i))
+                names |= inner
+                for m in _metrics_of(sub):
+                    names.add(m)
+            return names
+        if kind not in KINDS:
+            near = difflib.get_close_matches(kind, [*KINDS, "all", "any"], n=1)
+            raise self.fail(kat, f"unknown condition kind {kind!r} (valid: "
+                            f"{', '.join([*KINDS, 'all', 'any'])})"
+                            + (f"; did you mean {near[0]!r}?" if near else ""))
+        schema = KINDS[kind]
+        if not isinstance(spec, dict):
+            raise self.fail(kat, f"'{kind}' takes a mapping of parameters")
+        self.keys(spec, kat, set(schema["params"]), required=set(schema["req"]))
+        if schema["one_of"] and not any(k in spec for k in schema["one_of"]):
+            raise self.fail(kat, f"'{kind}' needs one of: {', '.join(schema['one_of'])}")
+        names = set(schema["observed"])
+        for key, typ in schema["params"].items():
+            if key not in spec:
+                continue
+            pat = (*kat, key)
+            val = spec[key]
+            if typ == "metric":
+                self.metric(val, pat)
+            elif typ == "int":
+                self.int(val, pat, minimum=1)
+            elif typ == "num":
+                self.num(val, pat)
+            elif typ == "pos":
+                if self.num(val, pat) <= 0:
+                    raise self.fail(pat, f"{key} must be > 0, got {val!r}")
+            elif typ == "range":
+                if not (isinstance(val, list) and len(val) == 2):
+                    raise self.fail(pat, f"{key} is [low, high], got {val!r}")
+                lo, hi = (self.num(x, (*pat, i)) for i, x in enumerate(val))
+                if lo > hi:
+                    raise self.fail(pat, f"{key}: low {lo} > high {hi}")
+            elif typ == "cond":
+                names |= self.condition(val, pat)
+        if kind == "spike" and spec.get("min_periods", 5) > spec.get("window", 20):
+            raise self.fail(kat, "min_periods must not exceed window")
+        return names
+
+    def template(self, text: str, at: tuple[object, ...], names: set[str]) -> None:
+        allowed = names | TEMPLATE_EXTRAS
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(text) if f is not None]
+        except ValueError as exc:
+            raise self.fail(at, f"bad summary template: {exc}") from None
+        for f in fields:
+            root = f.split(".")[0]
+            if not FIELD.match(f) or "__" in f or root not in allowed:
+                raise self.fail(at, f"summary uses unknown field {{{f}}} (valid: "
+                                f"{', '.join(sorted(allowed))})")
+
+    def normalised(self, c: dict[str, Any]) -> dict[str, Any]:
+        """Numbers as floats (PyYAML reads 1e-6 as a string), nested conditions too."""
+        ((kind, spec),) = c.items()
+        if kind in ("all", "any"):
+            return {kind: [self.normalised(s) for s in spec]}
+        out: dict[str, Any] = {}
+        for key, typ in KINDS[kind]["params"].items():
+            if key not in spec:
+                continue
+            val = spec[key]
+            if typ in ("num", "pos"):
+                val = float(val)
+            elif typ == "range":
+                val = [float(x) for x in val]
+            elif typ == "cond":
+                val = self.normalised(val)
+            out[key] = val
+        return {kind: out}
+
+
+def _metrics_of(c: dict[str, Any]) -> list[str]:
+    from rlwatch.engine.conditions import metrics_of
+
+    return metrics_of(c)
