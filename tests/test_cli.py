@@ -43,7 +43,7 @@ def test_version() -> None:
 
 
 def test_diagnose_summarises_every_fixture_run() -> None:
-    r = runner.invoke(app, ["diagnose", str(FIXTURES)])
+    r = runner.invoke(app, ["diagnose", str(FIXTURES), "--exit-zero"])
     assert r.exit_code == 0, r.output
     for run in ("grpo-broken", "grpo-healthy", "grpo-restart", "nemo-tensor-scalars",
                 "truncated", "verl-gpg-math-qwen2-7b-fsdp"):
@@ -62,6 +62,21 @@ def test_diagnose_json_is_valid_on_its_own_and_stderr_is_separate() -> None:
     assert runs["grpo-restart"]["restarts"][0]["step"] == 100
     assert runs["truncated"]["steps"] == {"count": 50, "first": 0, "last": 49}
     assert runs["truncated"]["warnings"][0].endswith("was the writer killed mid-write?)")
+
+
+@pytest.mark.parametrize(("run", "args", "code"), [
+    ("grpo-broken", [], 1),
+    ("grpo-broken", ["--exit-zero"], 0),
+    ("grpo-broken", ["--ignore", "ST", "--ignore", "EX"], 0),  # only warnings remain
+    ("grpo-broken", ["--select", "EX01"], 1),
+    ("grpo-healthy", [], 0),
+    ("grpo-healthy", ["--fail-on", "info"], 1),  # reward.flat (info) fires near the end
+    ("grpo-healthy", ["--select", "DP"], 2),  # no DPO metrics: nothing could be evaluated
+    ("grpo-healthy", ["--select", "ZZ"], 2),  # matches no rule
+])
+def test_exit_codes_gate_on_health(run: str, args: list[str], code: int) -> None:
+    r = runner.invoke(app, ["diagnose", str(FIXTURES / run), *args])
+    assert r.exit_code == code, r.output
 
 
 def test_metrics_shows_framework_mapping_and_unmapped_keys() -> None:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 
-class Skip(Exception):  # noqa: N818 - a control-flow signal, not an error
+class Skip(Exception):
     """The condition cannot be evaluated on this run (missing metric, too few steps)."""
 
 

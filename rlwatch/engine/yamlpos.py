@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 Path_ = tuple[object, ...]
+_PLAIN = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq")}
 
 
 class Located:
@@ -50,6 +51,9 @@ def _convert(node: Any, at: Path_, marks: dict[Path_, tuple[int, int]], path: st
     from rlwatch.errors import RuleFileError
 
     marks.setdefault(at, (node.start_mark.line + 1, node.start_mark.column + 1))
+    if node.tag not in _PLAIN:
+        raise RuleFileError(f"tag {node.tag!r} is not allowed (rule files are plain data)", path,
+                            node.start_mark.line + 1, node.start_mark.column + 1)
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:

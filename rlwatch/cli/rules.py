@@ -1,0 +1,87 @@
+"""`rlwatch rules`: list, explain, check and test rule packs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rlwatch.cli._common import stdout_console, user_errors
+
+app = typer.Typer(help="List, explain, check and test the rule packs.", no_args_is_help=True)
+
+
+@app.command("list")
+def list_rules(
+    rules: Annotated[list[str] | None, typer.Option("--rules", help="Extra rule file.")] = None,
+) -> None:
+    """List every rule: code, severity, name, what it detects."""
+    with user_errors():
+        from rich.table import Table
+
+        from rlwatch.engine.rules import load_rules
+
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        for col in ("code", "severity", "name", "detects"):
+            table.add_column(col, overflow="fold", no_wrap=col != "detects")
+        for r in sorted(load_rules(rules).rules, key=lambda r: r.code):
+            table.add_row(r.code, r.severity, r.name, r.description)
+    stdout_console().print(table)
+
+
+@app.command("explain")
+def explain(code: Annotated[str, typer.Argument(help="A rule code, e.g. EX01.")]) -> None:
+    """Show one rule: its condition, checks and runbook."""
+    with user_errors():
+        import yaml
+
+        from rlwatch.engine.rules import load_rules
+        from rlwatch.errors import UsageError
+
+        ruleset = load_rules()
+        rule = ruleset.get(code.upper())
+        if rule is None:
+            raise UsageError(f"no rule {code!r} (codes: "
+                             f"{', '.join(sorted(r.code for r in ruleset.rules))})")
+    out = [f"{rule.code} {rule.name} ({rule.severity})", rule.description, "",
+           "condition:", yaml.safe_dump(rule.when, sort_keys=False).rstrip(),
+           f"for: {rule.for_} logged step(s); keep_firing_for: {rule.keep_firing_for}",
+           f"summary: {rule.summary}", "", "checks:"]
+    out += [f"  - {c.metric}: {c.hint}" for c in rule.checks] or ["  (none)"]
+    out += ["", "runbook:", rule.runbook.rstrip(), "", f"defined in {rule.file}:{rule.line}"]
+    typer.echo("\n".join(out))
+
+
+@app.command("check")
+def check(files: Annotated[list[Path], typer.Argument(help="Rule files to validate.")]) -> None:
+    """Validate rule files without data (schema, kinds, metrics, duplicate codes)."""
+    with user_errors():
+        from rlwatch.engine.rules import load_rules
+
+        ruleset = load_rules(list(files), with_builtin=False)
+    typer.echo(f"{len(files)} file(s), {len(ruleset.rules)} rule(s): OK")
+
+
+@app.command("test")
+def test(
+    files: Annotated[list[Path] | None, typer.Argument(
+        help="Rule test files (*.test.yaml). Default: the shipped pack's tests.")] = None,
+) -> None:
+    """Run promtool-style rule tests. Exit 0 all pass, 1 a case failed, 2 an invalid file."""
+    with user_errors():
+        from rlwatch.engine.testing import builtin_test_files, load_cases
+
+        paths = list(files) if files else builtin_test_files()
+        cases = [c for p in paths for c in load_cases(p)]
+    failed = 0
+    for case in cases:
+        problems = case.run()
+        if problems:
+            failed += 1
+            typer.echo(f"FAILED {case.id}")
+            for p in problems:
+                typer.echo(f"    {p}")
+    typer.echo(f"{len(cases) - failed} passed, {failed} failed")
+    if failed:
+        raise typer.Exit(1)

@@ -1,0 +1,132 @@
+"""The rule engine: every shipped rule test passes, coverage, strict loading, the CLI."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rlwatch.cli.app import app
+from rlwatch.engine.rules import load_file, load_rules
+from rlwatch.engine.testing import builtin_test_files, coverage, load_cases, parse_series
+from rlwatch.errors import RuleFileError
+
+CASES = [c for f in builtin_test_files() for c in load_cases(f)]
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_shipped_rule_case(case) -> None:
+    problems = case.run()
+    assert not problems, "\n".join(problems)
+
+
+def test_every_shipped_rule_has_a_firing_and_a_quiet_case() -> None:
+    cov = coverage(CASES)
+    missing = [r.code for r in load_rules().rules
+               if "firing" not in cov.get(r.code, set()) or "ok" not in cov.get(r.code, set())]
+    assert not missing, f"rules without a firing and an ok case: {missing}"
+
+
+def test_every_rule_has_a_summary_checks_and_a_runbook() -> None:
+    for r in load_rules().rules:
+        assert r.description and r.runbook.strip() and r.checks, r.code
+
+
+def test_series_notation() -> None:
+    assert parse_series("1x2 0.5+0.5x2 _ nan 3-1x1") == [1, 1, 1, 0.5, 1.0, 1.5, None,
+                                                         pytest.approx(float("nan"), nan_ok=True),
+                                                         3, 2]
+    with pytest.raises(ValueError, match="bad series token"):
+        parse_series("1x")
+
+
+GOOD = """\
+version: 1
+groups:
+  - name: g
+    rules:
+      - code: XX01
+        name: custom.rule
+        severity: warning
+        when:
+          threshold: {metric: entropy, below: 0.1}
+        summary: "entropy {value:.3g}"
+"""
+
+
+@pytest.mark.parametrize(("change", "where", "message"), [
+    (("severity: warning", "severity: fatal"), ":7:", "bad severity 'fatal' (valid: info, warning, error)"),
+    (("threshold:", "treshold:"), ":9:", "unknown condition kind 'treshold'"),
+    (("metric: entropy", "metric: entropie"), ":9:", "unknown metric 'entropie' (did you mean entropy"),
+    (("summary:", "sumary:"), ":10:", "unknown key 'sumary'"),
+    (("{value:.3g}", "{baseline}"), ":10:", "summary uses unknown field {baseline}"),
+    (("below: 0.1", "below: lots"), ":9:", "expected a number, got 'lots'"),
+    (("code: XX01", "code: x1"), ":5:", "bad code 'x1'"),
+    (("version: 1", "version: 2"), ":1:", "unsupported version 2"),
+    (("name: custom.rule", "name: custom.rule\n        name: again"), ":7:", "duplicate key 'name'"),
+    (("below: 0.1}", "below: 0.1"), ":10:", "invalid YAML"),
+])
+def test_rule_file_errors_point_at_file_line_col(tmp_path: Path, change: tuple[str, str],
+                                                 where: str, message: str) -> None:
+    f = tmp_path / "r.yaml"
+    f.write_text(GOOD.replace(*change))
+    with pytest.raises(RuleFileError) as exc:
+        load_file(f)
+    text = str(exc.value)
+    assert text.startswith(f"{f}{where}") and message in text, text
+
+
+def test_duplicate_codes_are_an_error(tmp_path: Path) -> None:
+    f = tmp_path / "r.yaml"
+    rule = textwrap.indent(GOOD.split("rules:\n")[1], "")
+    f.write_text(GOOD + rule)
+    with pytest.raises(RuleFileError, match="duplicate rule code XX01"):
+        load_file(f)
+
+
+def test_nothing_in_a_rule_file_is_executed(tmp_path: Path) -> None:
+    f = tmp_path / "r.yaml"
+    f.write_text(GOOD.replace("summary: \"entropy {value:.3g}\"",
+                              "summary: !!python/object/apply:os.system ['echo pwned']"))
+    with pytest.raises(RuleFileError, match="is not allowed \\(rule files are plain data\\)"):
+        load_file(f)
+
+
+def test_a_user_file_overrides_a_shipped_rule_by_code(tmp_path: Path) -> None:
+    f = tmp_path / "r.yaml"
+    f.write_text(GOOD.replace("XX01", "EX01").replace("severity: warning", "severity: info"))
+    rules = load_rules([f])
+    assert rules.get("EX01").severity == "info"
+    assert len(rules.rules) == len(load_rules().rules)
+
+
+def test_rules_cli(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["rules", "list"])
+    assert r.exit_code == 0 and "EX01" in r.output and "exploration.entropy_collapse" in r.output
+    r = runner.invoke(app, ["rules", "explain", "st02"])
+    assert r.exit_code == 0 and "runbook:" in r.output and "count:" in r.output
+    assert runner.invoke(app, ["rules", "explain", "ZZ99"]).exit_code == 2
+    assert runner.invoke(app, ["rules", "test"]).exit_code == 0
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text(GOOD)
+    bad.write_text(GOOD.replace("severity: warning", "severity: fatal"))
+    r = runner.invoke(app, ["rules", "check", str(good)])
+    assert r.exit_code == 0 and "1 rule(s): OK" in r.output
+    r = runner.invoke(app, ["rules", "check", str(bad)])
+    assert r.exit_code == 2 and f"{bad}:7:" in r.output
+    failing = tmp_path / "x.test.yaml"
+    failing.write_text(textwrap.dedent(f"""\
+        version: 1
+        rule_files: [{good.name}]
+        tests:
+          - name: wrong expectation
+            series: {{entropy: "0.5x5"}}
+            expect: [{{code: XX01, step: 3, state: firing}}]
+        """))
+    r = runner.invoke(app, ["rules", "test", str(failing)])
+    assert r.exit_code == 1 and "XX01 at step 3: expected firing, got ok" in r.output
+    failing.write_text("version: 1\ntests: [{name: x, series: {}, expect: [{code: X, state: on}]}]\n")
+    assert runner.invoke(app, ["rules", "test", str(failing)]).exit_code == 2
