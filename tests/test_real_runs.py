@@ -24,6 +24,10 @@ def _fired(run: str) -> dict[str, str]:
     ("verl-gpg-math-qwen2-7b-fsdp", {"EX01", "LN02"}),
     # entropy collapse, KL blow-up, repeated grad-norm spikes, NaN gradients and loss
     ("grpo-broken", {"EX01", "ST02", "ST03", "ST05"}),
+    # shapes of the unlicensed real runs (shared/realruns), rewritten with our own values:
+    ("trl-grpo-kl-drift", {"KL02"}),  # KL 0.002 -> 2-5 with a flat reward, grad spike 1927
+    ("trl-grpo-truncation", {"LN02"}),  # completions/clipped_ratio -> 1.0
+    ("trl-grpo-zero-signal", {"RW03"}),  # frac_reward_zero_std -> 1.0
 ])
 def test_pathological_runs_get_errors_of_the_right_family(run: str, families: set[str]) -> None:
     fired = _fired(run)

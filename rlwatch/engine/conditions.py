@@ -25,10 +25,16 @@ class Context:
 
     wide: pd.DataFrame  # step x canonical metric, finite values only (NaN = not logged/non-finite)
     nonfinite: dict[str, pd.Index]  # metric -> steps where it was logged as NaN/inf
-    wall: pd.Series  # step -> wall time (seconds), may be empty
+    wall_of: Callable[[], pd.Series]  # step -> wall time (s), computed when a rule needs it
     segment_starts: list[int]
     decimals: int | None = None  # values were printed rounded to this many decimals
     tags: dict[str, str] = field(default_factory=dict)  # canonical -> raw tag
+
+    @property
+    def wall(self) -> pd.Series:
+        if not hasattr(self, "_wall"):
+            self._wall = self.wall_of()
+        return self._wall
 
     def series(self, metric: str, needs: int = 1) -> pd.Series:
         if metric not in self.wide.columns and metric not in self.nonfinite:

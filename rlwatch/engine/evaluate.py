@@ -68,10 +68,12 @@ def _num(v: float) -> float | str | None:
     return v
 
 
-def context(frame: Any, run: str) -> Context:
-    """The evaluation context of one run of a RunFrame."""
+def context(frame: Any, run: str, metrics: list[str] | None = None) -> Context:
+    """The evaluation context of one run of a RunFrame (only `metrics`, when given)."""
     d = frame.run_data(run)
-    wide = frame.wide(run)
+    if metrics is not None:
+        d = d[d["metric"].isin(metrics)]
+    wide = frame.wide(run, metrics) if metrics is None or len(d) else frame.wide(run, [])
     finite = wide.where(np.isfinite(wide))
     values = d["value"].to_numpy()
     bad = ~np.isfinite(values)
@@ -80,10 +82,14 @@ def context(frame: Any, run: str) -> Context:
         sub = d[bad]
         for metric, steps in sub.groupby("metric", observed=True)["step"]:
             nonfinite[str(metric)] = pd.Index(np.unique(steps.to_numpy()))
-    wall = pd.Series(dtype=float)
-    if d["wall_time"].notna().any():
-        wall = d.groupby("step")["wall_time"].max().dropna()
     info = frame.runs[run]
+
+    def wall() -> pd.Series:
+        w = frame.run_data(run)[["step", "wall_time"]]
+        if not w["wall_time"].notna().any():
+            return pd.Series(dtype=float)
+        return w.groupby("step")["wall_time"].max().dropna()
+
     return Context(finite, nonfinite, wall, frame.segment_starts(run),
                    getattr(info, "decimals", None), dict(info.metrics))
 
@@ -170,9 +176,13 @@ def _checks(ctx: Context, rule: Rule, episode: Episode) -> list[dict[str, Any]]:
 
 def evaluate_frame(frame: Any, rules: RuleSet) -> list[Verdict]:
     """Every rule on every run of a RunFrame (rules limited by applies_to are skipped)."""
+    from rlwatch.engine.conditions import metrics_of
+
+    needed = sorted({m for r in rules.rules for m in metrics_of(r.when)}
+                    | {c.metric for r in rules.rules for c in r.checks})
     verdicts = []
     for run, info in frame.runs.items():
-        ctx = context(frame, run)
+        ctx = context(frame, run, needed)
         for rule in rules.rules:
             if rule.frameworks and info.framework not in rule.frameworks:
                 verdicts.append(Verdict(run, rule.code, rule.name, rule.severity, "skipped",

@@ -90,7 +90,7 @@ class Case:
             columns[metric] = s.where(np.isfinite(s))
         wide = pd.DataFrame(columns)
         wide.index.name = "step"
-        return Context(wide, nonfinite, pd.Series(dtype=float),
+        return Context(wide, nonfinite, lambda: pd.Series(dtype=float),
                        sorted(int(x) for x in self.spec.get("restarts", [])),
                        self.spec.get("decimals"), {})
 
