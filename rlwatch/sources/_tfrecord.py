@@ -412,11 +412,7 @@ class EventFileReader:
         return codes
 
     def _code(self, tag: str) -> int:
-        code = self._tag_index.get(tag)
-        if code is None:
-            code = self._tag_index[tag] = len(self.tags)
-            self.tags.append(tag)
-        return code
+        return intern_tag(self.tags, self._tag_index, tag)
 
     def _decode_slow(self, raw: bytes, order: np.ndarray, d: np.ndarray, e: np.ndarray
                      ) -> tuple[np.ndarray, ...]:
@@ -482,6 +478,15 @@ class EventFileReader:
                 kind = val.WhichOneof("kind")
                 if kind:
                     self.hparams[key] = getattr(val, kind)
+
+
+def intern_tag(tags: list[str], index: dict[str, int], tag: str) -> int:
+    """The code of `tag` in a tag table (appended when new)."""
+    code = index.get(tag)
+    if code is None:
+        code = index[tag] = len(tags)
+        tags.append(tag)
+    return code
 
 
 def _tensor_scalar(tensor: object) -> float | None:

@@ -10,7 +10,7 @@ import numpy as np
 
 from rlwatch.errors import SourceError
 from rlwatch.frame import RunFrame, RunInfo
-from rlwatch.sources._tfrecord import Block, EventFileReader
+from rlwatch.sources._tfrecord import Block, EventFileReader, intern_tag
 
 SOURCE = "tensorboard"
 _STAMP = re.compile(r"tfevents\.(\d+(?:\.\d+)?)")
@@ -87,11 +87,7 @@ class _Run:
                                     places=[r.path for r in self.readers])
 
     def _code(self, tag: str) -> int:
-        code = self._index.get(tag)
-        if code is None:
-            code = self._index[tag] = len(self.tags)
-            self.tags.append(tag)
-        return code
+        return intern_tag(self.tags, self._index, tag)
 
 
 def _check_target(target: Path) -> None:
