@@ -68,7 +68,8 @@ def test_diagnose_json_is_valid_on_its_own_and_stderr_is_separate() -> None:
     ("grpo-broken", [], 1),
     ("grpo-broken", ["--exit-zero"], 0),
     ("grpo-broken", ["--ignore", "ST", "--ignore", "EX"], 0),  # only warnings remain
-    ("grpo-broken", ["--select", "EX01"], 1),
+    ("grpo-broken", ["--select", "EX01"], 0),  # a warning: below the default --fail-on
+    ("grpo-broken", ["--select", "EX01", "--fail-on", "warning"], 1),
     ("grpo-healthy", [], 0),
     ("grpo-healthy", ["--fail-on", "info"], 1),  # reward.flat (info) fires near the end
     ("grpo-healthy", ["--select", "DP"], 2),  # no DPO metrics: nothing could be evaluated
@@ -92,8 +93,9 @@ def test_metrics_shows_framework_mapping_and_unmapped_keys() -> None:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["diagnose", "does/not/exist"], "does/not/exist: no such file or directory (accepted: "),
-    (["metrics", "{empty}"], "no TensorBoard event files (events.out.tfevents.*) in it or below"),
-    (["diagnose", "{text}"], "not a recognised run file (accepted: "),
+    (["metrics", "{empty}"], "no TensorBoard event files and no readable logs in it or below"),
+    (["diagnose", "{text}"], "log.txt: unrecognised log format (tried: verl console log"),
+    (["diagnose", "{text}", "--log-format", "csv"], "--log-format 'csv' is not a known format (valid: verl-console, "),
     (["diagnose", "{fake_events}"], "not a TensorBoard event file"),
 ])
 def test_bad_input_is_one_line_on_stderr_with_exit_2(tmp_path: Path, args: list[str],

@@ -15,7 +15,11 @@ class Format(str, enum.Enum):
 
 
 TARGETS_HELP = ("Runs to read: a TensorBoard log directory (every directory below it that "
-                "holds events.out.tfevents.* files is a run) or a single event file.")
+                "holds events.out.tfevents.* files is a run) or event file; or a log file "
+                "(verl console or JSONL, trainer_state.json, TRL console capture, JSONL with "
+                "a step field; sniffed), or a directory of such logs.")
+LOG_FORMAT_HELP = ("Force the format of log files instead of sniffing it: verl-console, "
+                   "verl-jsonl, trainer-state, python-dicts, jsonl.")
 
 
 @contextlib.contextmanager

@@ -7,7 +7,14 @@ from typing import Annotated
 
 import typer
 
-from rlwatch.cli._common import TARGETS_HELP, Format, echo_json, stdout_console, user_errors
+from rlwatch.cli._common import (
+    LOG_FORMAT_HELP,
+    TARGETS_HELP,
+    Format,
+    echo_json,
+    stdout_console,
+    user_errors,
+)
 
 
 class Severity(str, enum.Enum):
@@ -19,6 +26,7 @@ class Severity(str, enum.Enum):
 def diagnose(
     targets: Annotated[list[str], typer.Argument(metavar="TARGET...", help=TARGETS_HELP)],
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.text,
+    log_format: Annotated[str | None, typer.Option("--log-format", help=LOG_FORMAT_HELP)] = None,
     rules: Annotated[list[str] | None, typer.Option(
         "--rules", help="A rule file to add; its rules override shipped ones with the same "
         "code. Repeatable.")] = None,
@@ -50,7 +58,7 @@ def diagnose(
         from rlwatch.sources import load
 
         ruleset = choose(load_rules(rules), select, ignore)
-        frame = load(targets)
+        frame = load(targets, log_format=log_format)
         if frame.data.empty:
             raise SourceError(f"no scalars found in {', '.join(targets)}: nothing to diagnose")
         verdicts = [v.to_dict() for v in evaluate_frame(frame, ruleset)]

@@ -6,12 +6,20 @@ from typing import Annotated
 
 import typer
 
-from rlwatch.cli._common import TARGETS_HELP, Format, echo_json, stdout_console, user_errors
+from rlwatch.cli._common import (
+    LOG_FORMAT_HELP,
+    TARGETS_HELP,
+    Format,
+    echo_json,
+    stdout_console,
+    user_errors,
+)
 
 
 def metrics(
     targets: Annotated[list[str], typer.Argument(metavar="TARGET...", help=TARGETS_HELP)],
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.text,
+    log_format: Annotated[str | None, typer.Option("--log-format", help=LOG_FORMAT_HELP)] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also say what each "
                                           "canonical metric means.")] = False,
 ) -> None:
@@ -26,7 +34,7 @@ def metrics(
         from rlwatch.render.summary import metrics_renderable, summarise
         from rlwatch.sources import load
 
-        summary = summarise(load(targets))
+        summary = summarise(load(targets, log_format=log_format))
         descriptions = {m.name: m.description for m in catalogue().metrics.values()}
     if fmt is Format.json:
         echo_json({"schema_version": summary["schema_version"],

@@ -7,29 +7,36 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from rlwatch.errors import SourceError, UsageError
+from rlwatch.errors import UsageError
 from rlwatch.frame import RunFrame
 
-ACCEPTED = "a TensorBoard log directory or an events.out.tfevents.* file"
+ACCEPTED = ("a TensorBoard log directory or event file, or a log file (verl console or JSONL, "
+            "trainer_state.json, TRL console capture, JSONL with a step field)")
 
 
-def resolve(target: str) -> Callable[[], RunFrame]:
+def resolve(target: str, log_format: str | None = None) -> Callable[[], RunFrame]:
     """A loader for one target, or a UsageError naming the forms that are accepted."""
+    from rlwatch.sources import logs, tensorboard
+
+    logs.check_format(log_format)
     path = Path(target)
-    if path.exists():
-        from rlwatch.sources import tensorboard
-
-        if path.is_dir() or tensorboard.is_event_file(path):
+    if not path.exists():
+        raise UsageError(f"{target}: no such file or directory (accepted: {ACCEPTED})")
+    if path.is_dir():
+        if tensorboard.find_runs(path):
             return lambda: tensorboard.load(path)
-        raise SourceError(f"{target}: not a recognised run file (accepted: {ACCEPTED})")
-    raise UsageError(f"{target}: no such file or directory (accepted: {ACCEPTED})")
+        return lambda: logs.load_dir(path, log_format)
+    if tensorboard.is_event_file(path) and log_format is None:
+        return lambda: tensorboard.load(path)
+    return lambda: logs.load_file(path, log_format)
 
 
-def load(targets: list[str], *, workers: int | None = None) -> RunFrame:
+def load(targets: list[str], *, log_format: str | None = None,
+         workers: int | None = None) -> RunFrame:
     """Read every target (in parallel) into one RunFrame; run names are made unique."""
     if not targets:
         raise UsageError("no target given (accepted: " + ACCEPTED + ")")
-    loaders = [resolve(t) for t in targets]  # every bad target fails before any reading
+    loaders = [resolve(t, log_format) for t in targets]  # bad targets fail before any reading
     if len(loaders) == 1:
         frames = [loaders[0]()]
     else:

@@ -93,9 +93,6 @@ class _Run:
 def _check_target(target: Path) -> None:
     if not target.exists():
         raise SourceError(f"{target}: no such file or directory")
-    if target.is_file() and not is_event_file(target):
-        raise SourceError(f"{target}: not a TensorBoard event file "
-                          "(expected a name containing 'tfevents', or a log directory)")
 
 
 def load(target: str | os.PathLike[str]) -> RunFrame:
