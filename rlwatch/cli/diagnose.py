@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import enum
+import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from rlwatch.cli._common import (
-    LOG_FORMAT_HELP,
-    TARGETS_HELP,
-    Format,
-    echo_json,
-    stdout_console,
-    user_errors,
-)
+from rlwatch.cli._common import LOG_FORMAT_HELP, TARGETS_HELP, stdout_console, user_errors
 
 
 class Severity(str, enum.Enum):
@@ -23,10 +18,23 @@ class Severity(str, enum.Enum):
     error = "error"
 
 
+class ReportFormat(str, enum.Enum):
+    text = "text"
+    json = "json"
+    junit = "junit"
+    github = "github"
+    markdown = "markdown"
+
+
 def diagnose(
     targets: Annotated[list[str], typer.Argument(metavar="TARGET...", help=TARGETS_HELP)],
-    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.text,
-    log_format: Annotated[str | None, typer.Option("--log-format", help=LOG_FORMAT_HELP)] = None,
+    fmt: Annotated[ReportFormat, typer.Option(
+        "--format", "-f", help="text for people; json, junit, github (workflow annotations; "
+        "also appends a table to $GITHUB_STEP_SUMMARY) or markdown for machines."
+    )] = ReportFormat.text,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Write the --format report (json when --format is text) to FILE; "
+        "the human view still goes to the terminal.")] = None,
     rules: Annotated[list[str] | None, typer.Option(
         "--rules", help="A rule file to add; its rules override shipped ones with the same "
         "code. Repeatable.")] = None,
@@ -35,10 +43,15 @@ def diagnose(
         "(exploration). Repeatable.")] = None,
     ignore: Annotated[list[str] | None, typer.Option(
         "--ignore", help="Leave these rules out (same forms as --select). Repeatable.")] = None,
-    fail_on: Annotated[Severity, typer.Option(
-        "--fail-on", help="Exit 1 when a rule at or above this severity fired.")] = Severity.error,
+    fail_on: Annotated[Severity | None, typer.Option(
+        "--fail-on", help="Exit 1 when a rule at or above this severity fired "
+        "[default: error].")] = None,
+    require: Annotated[list[str] | None, typer.Option(
+        "--require", help="A canonical metric every run must have (else exit 2). "
+        "Repeatable.")] = None,
     exit_zero: Annotated[bool, typer.Option(
         "--exit-zero", help="Exit 0 even when rules fired (report-only jobs).")] = False,
+    log_format: Annotated[str | None, typer.Option("--log-format", help=LOG_FORMAT_HELP)] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also list skipped rules "
                                           "and each canonical metric's raw key.")] = False,
 ) -> None:
@@ -46,40 +59,39 @@ def diagnose(
 
     Exit codes: 0 healthy, 1 a rule at or above --fail-on fired, 2 rlwatch could not do its
     job (bad arguments, unreadable source, invalid rule file, or no rule could be evaluated).
+    Settings can live in [tool.rlwatch] of pyproject.toml or in rlwatch.toml; flags win.
 
-    Example: rlwatch diagnose runs/grpo_qwen7b --fail-on warning
+    Example: rlwatch diagnose runs/grpo_qwen7b --fail-on warning --format github
     """
     with user_errors():
-        from rlwatch.engine.evaluate import evaluate_frame
-        from rlwatch.engine.rules import SEVERITIES, load_rules
-        from rlwatch.engine.select import select as choose
-        from rlwatch.errors import SourceError
-        from rlwatch.render.summary import summarise, summary_renderable
-        from rlwatch.sources import load
+        from rlwatch import config
+        from rlwatch.api import diagnose as run_diagnosis
+        from rlwatch.render.formats import RENDERERS
 
-        ruleset = choose(load_rules(rules), select, ignore)
-        frame = load(targets, log_format=log_format)
-        if frame.data.empty:
-            raise SourceError(f"no scalars found in {', '.join(targets)}: nothing to diagnose")
-        verdicts = [v.to_dict() for v in evaluate_frame(frame, ruleset)]
-        if not any(v["state"] != "skipped" for v in verdicts):
-            raise SourceError("no rule could be evaluated: none of the metrics the selected "
-                              "rules need were found (see `rlwatch metrics TARGET`)")
-        summary = summarise(frame)
-        threshold = SEVERITIES.index(fail_on.value)
-        failing = [v for v in verdicts if v["episodes"]
-                   and SEVERITIES.index(v["severity"]) >= threshold]
-    if fmt is Format.json:
-        echo_json({**summary, "verdicts": verdicts,
-                   "status": "unhealthy" if failing else "healthy",
-                   "fail_on": fail_on.value})
+        cfg = config.find()
+        report = run_diagnosis(
+            targets, rules=cfg.get("rules", rules), select=cfg.get("select", select),
+            ignore=cfg.get("ignore", ignore),
+            fail_on=cfg.get("fail_on", fail_on.value if fail_on else None) or "error",
+            require=cfg.get("require", require), log_format=cfg.get("log_format", log_format),
+            progress=True)
+        data = report.to_dict()
+        machine = fmt.value if fmt is not ReportFormat.text else ("json" if output else None)
+        if output is not None:
+            try:
+                output.write_text(RENDERERS[machine](data), encoding="utf-8")
+            except OSError as exc:
+                from rlwatch.errors import UsageError
+
+                raise UsageError(f"--output {output}: cannot write ({exc.strerror})") from None
+    if output is None and machine is not None:
+        typer.echo(RENDERERS[machine](data), nl=False)
     else:
-        from rlwatch.render.verdicts import verdicts_renderable
+        from rlwatch.render.text import report_renderable
 
-        console = stdout_console()
-        console.print(summary_renderable(summary, verbose=verbose))
-        console.print(verdicts_renderable(verdicts, verbose=verbose))
-        console.print(f"\n{'unhealthy' if failing else 'healthy'}: {len(failing)} verdict(s) at "
-                      f"or above {fail_on.value}", highlight=False)
-    if failing and not exit_zero:
+        stdout_console().print(report_renderable(data, verbose=verbose))
+    if fmt is ReportFormat.github and os.environ.get("GITHUB_STEP_SUMMARY"):
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as f:
+            f.write(RENDERERS["markdown"](data))
+    if not report.healthy and not exit_zero:
         raise typer.Exit(1)

@@ -261,11 +261,12 @@ def _combine(ctx: Context, specs: list[dict[str, Any]], how: str) -> Signal:
     for s in signals:
         # a sparse metric (validation every k steps) keeps its state until its next log
         masks.append(s.mask.astype(float).reindex(index).ffill().fillna(0.0).astype(bool))
+        leaf = len(set(s.metrics)) == 1
         for key, series in s.observed.items():
             aligned = series.reindex(index).ffill()
             observed.setdefault(key, aligned)
-            for metric in s.metrics:
-                observed.setdefault(f"{metric}.{key}", aligned)
+            if leaf and "." not in key:
+                observed.setdefault(f"{s.metrics[0]}.{key}", aligned)
     stacked = np.vstack([m.to_numpy() for m in masks])
     mask = stacked.all(axis=0) if how == "all" else stacked.any(axis=0)
     first = signals[0]

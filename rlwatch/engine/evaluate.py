@@ -39,6 +39,7 @@ class Verdict:
     reason: str = ""  # why skipped
     metrics: dict[str, str] = field(default_factory=dict)  # canonical -> raw tag read
     checks: list[dict[str, Any]] = field(default_factory=list)
+    context: dict[str, Any] = field(default_factory=dict)  # the metric around the first episode
 
     @property
     def fired(self) -> bool:
@@ -57,7 +58,7 @@ class Verdict:
         return {"run": self.run, "code": self.code, "name": self.name,
                 "severity": self.severity, "state": self.state, "summary": self.summary,
                 "reason": self.reason, "metrics": self.metrics, "checks": self.checks,
-                "episodes": [e.to_dict() for e in self.episodes]}
+                "episodes": [e.to_dict() for e in self.episodes], "context": self.context}
 
 
 def _num(v: float) -> float | str | None:
@@ -118,7 +119,23 @@ def evaluate_rule(ctx: Context, rule: Rule, run: str = "") -> tuple[Verdict, pd.
             base.episodes.append(_episode(rule, sig, steps, int(a), int(b), held))
         base.state = "firing" if firing[-1] else "resolved"
         base.checks = _checks(ctx, rule, base.episodes[0])
+        base.context = _context(ctx, sig.metrics[0], base.episodes[0])
     return base, fire, sig
+
+
+def _context(ctx: Context, metric: str, ep: Episode, before: int = 30, after: int = 10,
+             points: int = 40) -> dict[str, Any]:
+    """The metric's values around an episode (at most `points`), for a sparkline."""
+    if metric not in ctx.wide.columns:
+        return {}
+    s = ctx.wide[metric].dropna()
+    i0 = int(np.searchsorted(s.index.to_numpy(), ep.first_step))
+    i1 = int(np.searchsorted(s.index.to_numpy(), ep.last_step, side="right"))
+    part = s.iloc[max(0, i0 - before):i1 + after]
+    if len(part) > points:
+        part = part.iloc[np.linspace(0, len(part) - 1, points).round().astype(int)]
+    return {"metric": metric, "steps": [int(x) for x in part.index],
+            "values": [_num(float(x)) for x in part.to_numpy()]}
 
 
 def _episode(rule: Rule, sig: Signal, steps: np.ndarray, a: int, b: int,

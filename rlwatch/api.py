@@ -1,0 +1,61 @@
+"""The library API (usable from a notebook): load runs, load rules, diagnose."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from rlwatch.engine.rules import RuleSet, load_rules
+from rlwatch.errors import SourceError, UsageError
+from rlwatch.frame import RunFrame
+from rlwatch.report import Report, build
+from rlwatch.sources import load as load_run
+
+__all__ = ["Report", "RunFrame", "diagnose", "load_rules", "load_run"]
+
+
+def _progress(message: str, enabled: bool) -> Any:
+    import contextlib
+
+    if not enabled or not sys.stderr.isatty():
+        return contextlib.nullcontext()
+    from rich.console import Console
+
+    return Console(stderr=True).status(message)
+
+
+def diagnose(targets: list[str], *, rules: list[str] | None = None,
+             select: list[str] | None = None, ignore: list[str] | None = None,
+             fail_on: str = "error", require: list[str] | None = None,
+             log_format: str | None = None, progress: bool = False) -> Report:
+    """Read `targets`, evaluate the rules, and return the Report.
+
+    Raises SourceError when nothing could be read or no rule could be evaluated, UsageError for
+    bad selections or a --require'd metric a run does not have.
+    """
+    from rlwatch.engine.rules import SEVERITIES
+    from rlwatch.engine.select import select as choose
+    from rlwatch.names import catalogue
+
+    if fail_on not in SEVERITIES:
+        raise UsageError(f"fail_on {fail_on!r} is not a severity (valid: {', '.join(SEVERITIES)})")
+    unknown = [m for m in require or [] if m not in catalogue().metrics]
+    if unknown:
+        raise UsageError(f"--require {unknown[0]!r} is not a canonical metric (see "
+                         "rules/metrics.yaml or `rlwatch metrics TARGET`)")
+    ruleset: RuleSet = choose(load_rules(rules), select, ignore)
+    with _progress(f"reading {len(targets)} target(s)", progress):
+        frame = load_run(targets, log_format=log_format)
+    if frame.data.empty:
+        raise SourceError(f"no scalars found in {', '.join(targets)}: nothing to diagnose")
+    for metric in require or []:
+        missing = [n for n, info in frame.runs.items() if metric not in info.metrics]
+        if missing:
+            raise SourceError(f"required metric {metric!r} not found in run(s) "
+                              f"{', '.join(missing)}")
+    with _progress("evaluating rules", progress):
+        report = build(frame, ruleset, fail_on=fail_on)
+    if not any(v.state != "skipped" for v in report.verdicts):
+        raise SourceError("no rule could be evaluated: none of the metrics the selected rules "
+                          "need were found (see `rlwatch metrics TARGET`)")
+    return report

@@ -1,0 +1,112 @@
+"""Machine formats of a Report: json, junit, github, markdown (pure: dict in, str out)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def render_json(report: dict[str, Any]) -> str:
+    return json.dumps(report, indent=2, sort_keys=True, allow_nan=False, default=str) + "\n"
+
+
+def _failing(report: dict[str, Any], v: dict[str, Any]) -> bool:
+    return bool(v["episodes"]) and ORDER[v["severity"]] <= ORDER[report["fail_on"]]
+
+
+def render_junit(report: dict[str, Any]) -> str:
+    """One testcase per (run, rule): failure when it fired at or above --fail-on."""
+    vs = report["verdicts"]
+    failures = sum(_failing(report, v) for v in vs)
+    skipped = sum(v["state"] == "skipped" for v in vs)
+    out = ['<?xml version="1.0" encoding="UTF-8"?>',
+           f'<testsuites name="rlwatch" tests="{len(vs)}" failures="{failures}" '
+           f'skipped="{skipped}">']
+    for run in report["runs"]:
+        mine = [v for v in vs if v["run"] == run["name"]]
+        out.append(f'  <testsuite name={quoteattr(run["name"])} tests="{len(mine)}" '
+                   f'failures="{sum(_failing(report, v) for v in mine)}" '
+                   f'skipped="{sum(v["state"] == "skipped" for v in mine)}">')
+        for v in mine:
+            name = quoteattr(f"{v['code']} {v['name']}")
+            out.append(f'    <testcase classname={quoteattr(run["name"])} name={name}>')
+            if v["state"] == "skipped":
+                out.append(f"      <skipped message={quoteattr(v['reason'])}/>")
+            elif _failing(report, v):
+                eps = "; ".join(_span({"episodes": [e]}) for e in v["episodes"])
+                out.append(f"      <failure type={quoteattr(v['severity'])} "
+                           f"message={quoteattr(v['summary'])}>{escape(eps)}</failure>")
+            elif v["episodes"]:
+                out.append(f"      <system-out>{escape(v['severity'] + ': ' + v['summary'])}"
+                           "</system-out>")
+            out.append("    </testcase>")
+        out.append("  </testsuite>")
+    out.append("</testsuites>")
+    return "\n".join(out) + "\n"
+
+
+def _escape_data(s: str) -> str:
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_prop(s: str) -> str:
+    return _escape_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def _span(v: dict[str, Any]) -> str:
+    first, last = v["episodes"][0]["first_step"], v["episodes"][-1]["last_step"]
+    return f"step {first}" if first == last else f"steps {first}-{last}"
+
+
+def render_github(report: dict[str, Any]) -> str:
+    """GitHub Actions workflow annotations, one per fired verdict."""
+    level = {"error": "error", "warning": "warning", "info": "notice"}
+    lines = []
+    for v in report["verdicts"]:
+        if not v["episodes"]:
+            continue
+        title = _escape_prop(f"{v['code']} {v['name']} ({v['run']}, {_span(v)})")
+        lines.append(f"::{level[v['severity']]} title={title}::{_escape_data(v['summary'])}")
+    lines.append(f"rlwatch: {report['status']} ({len(lines)} verdict(s) fired; "
+                 f"--fail-on {report['fail_on']})")
+    return "\n".join(lines) + "\n"
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """A step-summary / PR-comment table."""
+    icon = {"error": "🔴", "warning": "🟡", "info": "🔵"}
+    out = [f"## rlwatch: {report['status']}", "",
+           f"{len(report['runs'])} run(s), {report['rules']} rules, failing at "
+           f"`{report['fail_on']}` or above.", ""]
+    for run in report["runs"]:
+        fw = run["framework"] or "unknown framework"
+        s = run["steps"]
+        out += [f"### {run['name']}", "", f"{fw}, {s['count']} steps ({s['first']}-{s['last']})",
+                ""]
+        fired = sorted((v for v in report["verdicts"] if v["run"] == run["name"]
+                        and v["episodes"]), key=lambda v: ORDER[v["severity"]])
+        if fired:
+            out += ["| | rule | steps | summary |", "|---|---|---|---|"]
+            for v in fired:
+                summary = v["summary"].replace("|", "\\|")
+                out.append(f"| {icon[v['severity']]} {v['severity']} | `{v['code']}` "
+                           f"{v['name']} | {_span(v)} | {summary} |")
+            out += ["", "| symptom | check first | then check |", "|---|---|---|"]
+            for row in run.get("symptoms", []):
+                cells = [("⚠️ " if c["problem"] else "") + f"{c['metric']}: {c['value']}"
+                         for c in row["checks"]]
+                sym = f"**{row['symptom']}**" if row["present"] else row["symptom"]
+                out.append(f"| {sym} | {cells[0]} | {cells[1]} |")
+        else:
+            out.append("No rule fired.")
+        for w in run["warnings"]:
+            out.append(f"\n> warning: {w}")
+        out.append("")
+    return "\n".join(out)
+
+
+RENDERERS = {"json": render_json, "junit": render_junit, "github": render_github,
+             "markdown": render_markdown}

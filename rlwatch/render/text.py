@@ -1,0 +1,118 @@
+"""The human view of a Report (pure: report dict in, rich renderable out; fits 80 columns)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+ORDER = {"error": 0, "warning": 1, "info": 2}
+BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[Any]) -> str:
+    nums = [v for v in values if isinstance(v, int | float)]
+    if not nums:
+        return ""
+    lo, hi = min(nums), max(nums)
+    span = hi - lo
+    out = []
+    for v in values:
+        if not isinstance(v, int | float):
+            out.append("×" if v in ("inf", "-inf") else " ")
+        else:
+            out.append(BARS[0 if span == 0 else min(7, int((v - lo) / span * 7.999))])
+    return "".join(out)
+
+
+def _fmt(x: Any) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x)
+
+
+def report_renderable(report: dict[str, Any], *, verbose: bool = False) -> Any:
+    from rich.console import Group
+    from rich.text import Text
+
+    from rlwatch.render.summary import summary_renderable
+
+    parts: list[Any] = [summary_renderable({"runs": report["runs"]}, verbose=verbose)]
+    for run in report["runs"]:
+        name = run["name"]
+        mine = [v for v in report["verdicts"] if v["run"] == name]
+        fired = sorted((v for v in mine if v["episodes"]),
+                       key=lambda v: (ORDER[v["severity"]], v["episodes"][0]["first_step"]))
+        skipped = [v for v in mine if v["state"] == "skipped"]
+        ok = len(mine) - len(fired) - len(skipped)
+        parts.append(Text(f"\n{name}", style="bold"))
+        for v in fired:
+            parts.extend(_verdict(v))
+        parts.append(Text(f"  {len(fired)} fired, {ok} ok, {len(skipped)} skipped (metric not "
+                          f"logged or too few steps{'' if verbose else '; -v lists them'})",
+                          style="dim"))
+        if verbose:
+            for v in skipped:
+                parts.append(Text(f"    skipped {v['code']} {v['name']}: {v['reason']}",
+                                  style="dim"))
+        if fired:
+            parts.append(symptom_renderable(run["symptoms"]))
+    failing = [v for v in report["verdicts"] if v["episodes"]
+               and ORDER[v["severity"]] <= ORDER[report["fail_on"]]]
+    style = "bold red" if failing else "bold green"
+    parts.append(Text(f"\n{report['status']}: {len(failing)} verdict(s) at or above "
+                      f"{report['fail_on']} in {len(report['runs'])} run(s)", style=style))
+    return Group(*parts)
+
+
+def _indented(text: Any, left: int = 10) -> Any:
+    from rich.padding import Padding
+
+    return Padding(text, (0, 0, 0, left), expand=False)
+
+
+def _verdict(v: dict[str, Any]) -> list[Any]:
+    from rich.text import Text
+
+    first, last = v["episodes"][0]["first_step"], v["episodes"][-1]["last_step"]
+    span = f"step {first}" if first == last else f"steps {first}-{last}"
+    head = Text("  ")
+    head.append(f"{v['severity'].upper():<7}", style=STYLE[v["severity"]])
+    head.append(f" {v['code']} {v['name']}  {span}"
+                + ("" if v["state"] == "firing" else " (resolved)"))
+    out = [head, _indented(Text(v["summary"]))]
+    ctx = v.get("context") or {}
+    if ctx.get("values"):
+        line = Text()
+        line.append(sparkline(ctx["values"]), style=STYLE[v["severity"]])
+        line.append(f"  {ctx['metric']}, steps {ctx['steps'][0]}-{ctx['steps'][-1]}",
+                    style="dim")
+        out.append(_indented(line))
+    for c in v["checks"]:
+        if c["tag"] is not None:
+            out.append(_indented(Text(f"check {c['metric']}: {_fmt(c['before'])} before -> "
+                                      f"{_fmt(c['during'])} during; {c['hint']}",
+                                      style="dim")))
+    return out
+
+
+def symptom_renderable(rows: list[dict[str, Any]]) -> Any:
+    """The glossary's symptom -> check table with this run's values; ! marks a problem."""
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold", title_justify="left",
+                  title="  symptom -> check (! = this check points at a problem)",
+                  title_style="dim")
+    table.add_column("  symptom", no_wrap=True)
+    table.add_column("check first", overflow="fold", ratio=1)
+    table.add_column("then check", overflow="fold", ratio=1)
+    for row in rows:
+        mark = "* " if row["present"] else "  "
+        cells = []
+        for c in row["checks"]:
+            flag = "! " if c["problem"] else ""
+            cells.append(f"{flag}{c['metric']}: {c['value']}")
+        style = "bold" if row["present"] else "dim"
+        table.add_row(f"{mark}{row['symptom']}", *cells, style=style)
+    return table
