@@ -27,7 +27,8 @@ def _progress(message: str, enabled: bool) -> Any:
 def diagnose(targets: list[str], *, rules: list[str] | None = None,
              select: list[str] | None = None, ignore: list[str] | None = None,
              fail_on: str = "error", require: list[str] | None = None,
-             log_format: str | None = None, progress: bool = False) -> Report:
+             log_format: str | None = None, tracking_uri: str | None = None,
+             progress: bool = False) -> Report:
     """Read `targets`, evaluate the rules, and return the Report.
 
     Raises SourceError when nothing could be read or no rule could be evaluated, UsageError for
@@ -45,7 +46,7 @@ def diagnose(targets: list[str], *, rules: list[str] | None = None,
                          "rules/metrics.yaml or `rlwatch metrics TARGET`)")
     ruleset: RuleSet = choose(load_rules(rules), select, ignore)
     with _progress(f"reading {len(targets)} target(s)", progress):
-        frame = load_run(targets, log_format=log_format)
+        frame = load_run(targets, log_format=log_format, tracking_uri=tracking_uri)
     if frame.data.empty:
         raise SourceError(f"no scalars found in {', '.join(targets)}: nothing to diagnose")
     for metric in require or []:

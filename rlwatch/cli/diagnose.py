@@ -9,7 +9,13 @@ from typing import Annotated
 
 import typer
 
-from rlwatch.cli._common import LOG_FORMAT_HELP, TARGETS_HELP, stdout_console, user_errors
+from rlwatch.cli._common import (
+    LOG_FORMAT_HELP,
+    TARGETS_HELP,
+    TRACKING_URI_HELP,
+    stdout_console,
+    user_errors,
+)
 
 
 class Severity(str, enum.Enum):
@@ -52,6 +58,8 @@ def diagnose(
     exit_zero: Annotated[bool, typer.Option(
         "--exit-zero", help="Exit 0 even when rules fired (report-only jobs).")] = False,
     log_format: Annotated[str | None, typer.Option("--log-format", help=LOG_FORMAT_HELP)] = None,
+    tracking_uri: Annotated[str | None, typer.Option("--tracking-uri",
+                                                     help=TRACKING_URI_HELP)] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also list skipped rules "
                                           "and each canonical metric's raw key.")] = False,
 ) -> None:
@@ -74,6 +82,7 @@ def diagnose(
             ignore=cfg.get("ignore", ignore),
             fail_on=cfg.get("fail_on", fail_on.value if fail_on else None) or "error",
             require=cfg.get("require", require), log_format=cfg.get("log_format", log_format),
+            tracking_uri=tracking_uri,
             progress=True)
         data = report.to_dict()
         machine = fmt.value if fmt is not ReportFormat.text else ("json" if output else None)

@@ -9,6 +9,7 @@ import typer
 from rlwatch.cli._common import (
     LOG_FORMAT_HELP,
     TARGETS_HELP,
+    TRACKING_URI_HELP,
     Format,
     echo_json,
     stdout_console,
@@ -20,6 +21,8 @@ def metrics(
     targets: Annotated[list[str], typer.Argument(metavar="TARGET...", help=TARGETS_HELP)],
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.text,
     log_format: Annotated[str | None, typer.Option("--log-format", help=LOG_FORMAT_HELP)] = None,
+    tracking_uri: Annotated[str | None, typer.Option("--tracking-uri",
+                                                     help=TRACKING_URI_HELP)] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also say what each "
                                           "canonical metric means.")] = False,
 ) -> None:
@@ -34,7 +37,7 @@ def metrics(
         from rlwatch.render.summary import metrics_renderable, summarise
         from rlwatch.sources import load
 
-        summary = summarise(load(targets, log_format=log_format))
+        summary = summarise(load(targets, log_format=log_format, tracking_uri=tracking_uri))
         descriptions = {m.name: m.description for m in catalogue().metrics.values()}
     if fmt is Format.json:
         echo_json({"schema_version": summary["schema_version"],

@@ -10,33 +10,55 @@ from pathlib import Path
 from rlwatch.errors import UsageError
 from rlwatch.frame import RunFrame
 
-ACCEPTED = ("a TensorBoard log directory or event file, or a log file (verl console or JSONL, "
-            "trainer_state.json, TRL console capture, JSONL with a step field)")
+ACCEPTED = ("a TensorBoard log directory or event file, a W&B run folder or .wandb file, a "
+            "log file (verl console or JSONL, trainer_state.json, TRL console capture, JSONL "
+            "with a step field), mlflow:<run_id>, mlflow:<experiment>/<run name>, or a bare "
+            "MLflow run id with MLFLOW_TRACKING_URI set")
 
 
-def resolve(target: str, log_format: str | None = None) -> Callable[[], RunFrame]:
+def resolve(target: str, log_format: str | None = None,
+            tracking_uri: str | None = None) -> Callable[[], RunFrame]:
     """A loader for one target, or a UsageError naming the forms that are accepted."""
-    from rlwatch.sources import logs, tensorboard
+    from rlwatch.sources import logs, tensorboard, wandb_local
 
     logs.check_format(log_format)
+    if target.startswith("mlflow:"):
+        from rlwatch.sources import mlflow_source
+
+        ref = target[len("mlflow:"):].strip("/")
+        if not ref:
+            raise UsageError("mlflow: needs a run: mlflow:<run_id> or mlflow:<experiment>/<run>")
+        uri = mlflow_source.tracking_uri(tracking_uri)
+        return lambda: mlflow_source.load(ref, uri)
     path = Path(target)
     if not path.exists():
+        from rlwatch.sources import mlflow_source
+
+        if mlflow_source.RUN_ID.match(target) and (tracking_uri or
+                                                   os.environ.get("MLFLOW_TRACKING_URI")):
+            uri = mlflow_source.tracking_uri(tracking_uri)
+            return lambda: mlflow_source.load(target, uri)
         raise UsageError(f"{target}: no such file or directory (accepted: {ACCEPTED})")
     if path.is_dir():
         if tensorboard.find_runs(path):
             return lambda: tensorboard.load(path)
+        if next(path.rglob("*.wandb"), None) is not None:
+            return lambda: wandb_local.load(path)
         return lambda: logs.load_dir(path, log_format)
     if tensorboard.is_event_file(path) and log_format is None:
         return lambda: tensorboard.load(path)
+    if path.suffix == ".wandb":
+        return lambda: wandb_local.load(path)
     return lambda: logs.load_file(path, log_format)
 
 
 def load(targets: list[str], *, log_format: str | None = None,
-         workers: int | None = None) -> RunFrame:
+         tracking_uri: str | None = None, workers: int | None = None) -> RunFrame:
     """Read every target (in parallel) into one RunFrame; run names are made unique."""
     if not targets:
         raise UsageError("no target given (accepted: " + ACCEPTED + ")")
-    loaders = [resolve(t, log_format) for t in targets]  # bad targets fail before any reading
+    # every bad target fails before any reading
+    loaders = [resolve(t, log_format, tracking_uri) for t in targets]
     if len(loaders) == 1:
         frames = [loaders[0]()]
     else:

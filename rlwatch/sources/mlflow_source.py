@@ -1,0 +1,352 @@
+"""MLflow runs: whole metric histories, never sampled, with bounded failure.
+
+Tracking URIs: an http(s) server (REST, every key's full history fetched in parallel over
+keep-alive connections, paged), a `sqlite:///` store (read directly with SQL, read-only, after
+checking MLflow's schema), or a file store (`./mlruns`, `file:///...`, read directly).
+Targets: `mlflow:<run_id>`, `mlflow:<experiment>/<run name>`, or a bare 32-hex run id when
+MLFLOW_TRACKING_URI is set. Keys that verl sanitised (`@` -> `_at_`) map back to canonical
+names through rules/metrics.yaml; params become run facts.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import math
+import os
+import re
+import sqlite3
+import threading
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from rlwatch.errors import SourceError, UsageError
+from rlwatch.frame import RunFrame, RunInfo
+
+SOURCE = "mlflow"
+RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+TIMEOUT = 8.0  # seconds per request; MLflow's own client retries for minutes
+PAGE = 25_000  # the server's max_results for metric history
+
+
+def redact(uri: str) -> str:
+    """The URI with any user:password removed."""
+    p = urllib.parse.urlsplit(uri)
+    if p.password or p.username:
+        netloc = p.hostname or ""
+        if p.port:
+            netloc += f":{p.port}"
+        return urllib.parse.urlunsplit((p.scheme, f"***@{netloc}", p.path, p.query, p.fragment))
+    return uri
+
+
+def tracking_uri(flag: str | None) -> str:
+    uri = flag or os.environ.get("MLFLOW_TRACKING_URI")
+    if not uri:
+        raise UsageError("no MLflow tracking URI: pass --tracking-uri or set "
+                         "MLFLOW_TRACKING_URI (http(s)://host:port, sqlite:///path.db, or a "
+                         "./mlruns folder)")
+    return uri
+
+
+@dataclass
+class Run:
+    run_id: str
+    name: str
+    experiment: str
+    params: dict[str, str]
+    keys: list[str]
+
+
+# -- stores ---------------------------------------------------------------------------------
+class _Rest:
+    def __init__(self, uri: str):
+        self.uri = uri.rstrip("/")
+        p = urllib.parse.urlsplit(self.uri)
+        if p.scheme not in ("http", "https") or not p.hostname:
+            raise UsageError(f"{redact(uri)}: not an http(s) tracking URI")
+        self.scheme, self.host, self.port = p.scheme, p.hostname, p.port
+        self.base = p.path
+        self.headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        user = urllib.parse.unquote(p.username or os.environ.get("MLFLOW_TRACKING_USERNAME", ""))
+        password = urllib.parse.unquote(p.password or
+                                        os.environ.get("MLFLOW_TRACKING_PASSWORD", ""))
+        if user:
+            token = base64.b64encode(f"{user}:{password}".encode()).decode()
+            self.headers["Authorization"] = f"Basic {token}"
+        elif os.environ.get("MLFLOW_TRACKING_TOKEN"):
+            self.headers["Authorization"] = f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"
+        self._local = threading.local()
+
+    def _conn(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            cls = http.client.HTTPSConnection if self.scheme == "https" else \
+                http.client.HTTPConnection
+            conn = self._local.conn = cls(self.host, self.port, timeout=TIMEOUT)
+        return conn
+
+    def call(self, method: str, endpoint: str, params: dict[str, Any] | None = None,
+             body: dict[str, Any] | None = None) -> dict[str, Any]:
+        path = f"{self.base}/api/2.0/mlflow/{endpoint}"
+        if params:
+            path += "?" + urllib.parse.urlencode(params, doseq=True)
+        data = json.dumps(body).encode() if body is not None else None
+        for attempt in (0, 1):  # one retry, only for a dropped keep-alive connection
+            conn = self._conn()
+            try:
+                conn.request(method, path, body=data, headers=self.headers)
+                resp = conn.getresponse()
+                payload = resp.read()
+                break
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                conn.close()
+                self._local.conn = None
+                if attempt:
+                    raise SourceError(f"MLflow server {redact(self.uri)} closed the "
+                                      "connection") from None
+            except OSError as exc:
+                self._local.conn = None
+                raise SourceError(f"MLflow server {redact(self.uri)} unreachable: "
+                                  f"{exc.strerror or exc}") from None
+        if resp.status in (401, 403):
+            raise SourceError(f"MLflow server {redact(self.uri)} refused the credentials "
+                              f"(HTTP {resp.status}); set MLFLOW_TRACKING_USERNAME/PASSWORD "
+                              "or MLFLOW_TRACKING_TOKEN")
+        try:
+            doc = json.loads(payload or b"{}")
+        except json.JSONDecodeError:
+            raise SourceError(f"MLflow server {redact(self.uri)}: HTTP {resp.status}, not JSON "
+                              "(is this an MLflow tracking server?)") from None
+        if resp.status >= 400:
+            if doc.get("error_code") == "RESOURCE_DOES_NOT_EXIST":
+                raise SourceError(f"MLflow server {redact(self.uri)}: {doc.get('message')}")
+            raise SourceError(f"MLflow server {redact(self.uri)}: HTTP {resp.status} "
+                              f"{doc.get('error_code', '')} {doc.get('message', '')}".rstrip())
+        return doc
+
+    def run(self, ref: str) -> Run:
+        if "/" in ref and not RUN_ID.match(ref):
+            exp, _, name = ref.partition("/")
+            e = self.call("GET", "experiments/get-by-name", {"experiment_name": exp})
+            eid = e["experiment"]["experiment_id"]
+            found = self.call("POST", "runs/search", body={
+                "experiment_ids": [eid], "filter": f"attributes.run_name = '{name}'",
+                "max_results": 2})
+            runs = found.get("runs", [])
+            if not runs:
+                raise SourceError(f"no MLflow run named {name!r} in experiment {exp!r} at "
+                                  f"{redact(self.uri)}")
+            if len(runs) > 1:
+                raise SourceError(f"more than one run named {name!r} in experiment {exp!r}; "
+                                  "use mlflow:<run_id>")
+            ref = runs[0]["info"]["run_id"]
+        r = self.call("GET", "runs/get", {"run_id": ref})["run"]
+        exp = self.call("GET", "experiments/get",
+                        {"experiment_id": r["info"]["experiment_id"]})["experiment"]["name"]
+        data = r.get("data", {})
+        return Run(ref, r["info"].get("run_name") or ref, exp,
+                   {p["key"]: p["value"] for p in data.get("params", [])},
+                   sorted({m["key"] for m in data.get("metrics", [])}))
+
+    def history(self, run: Run, since: int | None = None) -> list[tuple[str, int, float, float]]:
+        def one(key: str) -> list[tuple[str, int, float, float]]:
+            rows, token = [], None
+            while True:
+                params = {"run_id": run.run_id, "metric_key": key, "max_results": PAGE}
+                if token:
+                    params["page_token"] = token
+                doc = self.call("GET", "metrics/get-history", params)
+                for m in doc.get("metrics", []):
+                    step = int(m.get("step", 0))
+                    if since is None or step > since:
+                        rows.append((key, step, _value(m.get("value")),
+                                     int(m.get("timestamp", 0)) / 1000.0))
+                token = doc.get("next_page_token")
+                if not token:
+                    return rows
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            return [row for part in pool.map(one, run.keys) for row in part]
+
+
+def _value(v: Any) -> float:
+    if isinstance(v, str):  # the REST API writes NaN / Infinity as strings
+        return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(v, math.nan)
+    return math.nan if v is None else float(v)
+
+
+class _Sqlite:
+    """Read-only SQL on MLflow's sqlite store (verl's default tracking URI)."""
+
+    NEED: ClassVar[dict[str, set[str]]] = {
+        "metrics": {"key", "value", "timestamp", "run_uuid", "step", "is_nan"},
+        "runs": {"run_uuid", "name", "experiment_id"},
+        "experiments": {"experiment_id", "name"},
+        "params": {"key", "value", "run_uuid"},
+    }
+
+    def __init__(self, uri: str):
+        path = uri[len("sqlite:///"):]
+        if not Path(path).is_file():
+            raise SourceError(f"{uri}: no such MLflow sqlite store")
+        self.uri = uri
+        self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        for table, cols in self.NEED.items():
+            have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
+            if not cols <= have:
+                raise SourceError(f"{uri}: not an MLflow store rlwatch can read (table {table} "
+                                  f"lacks {', '.join(sorted(cols - have))})")
+
+    def run(self, ref: str) -> Run:
+        if "/" in ref and not RUN_ID.match(ref):
+            exp, _, name = ref.partition("/")
+            rows = self.db.execute(
+                "SELECT r.run_uuid FROM runs r JOIN experiments e USING (experiment_id) "
+                "WHERE e.name = ? AND r.name = ? AND r.lifecycle_stage != 'deleted'",
+                (exp, name)).fetchall()
+            if not rows:
+                raise SourceError(f"no MLflow run named {name!r} in experiment {exp!r} at "
+                                  f"{self.uri}")
+            if len(rows) > 1:
+                raise SourceError(f"more than one run named {name!r} in experiment {exp!r}; "
+                                  "use mlflow:<run_id>")
+            ref = rows[0][0]
+        row = self.db.execute("SELECT r.name, e.name FROM runs r JOIN experiments e "
+                              "USING (experiment_id) WHERE r.run_uuid = ?", (ref,)).fetchone()
+        if row is None:
+            raise SourceError(f"no MLflow run {ref!r} at {self.uri}")
+        params = dict(self.db.execute("SELECT key, value FROM params WHERE run_uuid = ?",
+                                      (ref,)).fetchall())
+        return Run(ref, row[0] or ref, row[1], params, [])
+
+    def history(self, run: Run, since: int | None = None) -> list[tuple[str, int, float, float]]:
+        q = ("SELECT key, step, CASE WHEN is_nan THEN NULL ELSE value END, timestamp "
+             "FROM metrics WHERE run_uuid = ?")
+        args: tuple[Any, ...] = (run.run_id,)
+        if since is not None:
+            q += " AND step > ?"
+            args += (since,)
+        q += " ORDER BY timestamp, step"
+        return [(k, int(s), math.nan if v is None else float(v), t / 1000.0)
+                for k, s, v, t in self.db.execute(q, args)]
+
+
+class _Files:
+    """MLflow's file store: mlruns/<experiment>/<run>/metrics/<key> with 'ts value step' lines."""
+
+    def __init__(self, uri: str):
+        root = uri[len("file://"):] if uri.startswith("file://") else uri
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise SourceError(f"{uri}: no such MLflow file store")
+        self.uri = uri
+
+    def _run_dir(self, ref: str) -> Path:
+        if "/" in ref and not RUN_ID.match(ref):
+            exp, _, name = ref.partition("/")
+            for meta in self.root.glob("*/meta.yaml"):
+                if _meta(meta).get("name") == exp:
+                    for run in meta.parent.glob("*/meta.yaml"):
+                        if _meta(run).get("run_name") == name:
+                            return run.parent
+            raise SourceError(f"no MLflow run named {name!r} in experiment {exp!r} at "
+                              f"{self.uri}")
+        found = next(iter(self.root.glob(f"*/{ref}")), None)
+        if found is None:
+            raise SourceError(f"no MLflow run {ref!r} at {self.uri}")
+        return found
+
+    def run(self, ref: str) -> Run:
+        d = self._run_dir(ref)
+        exp = _meta(d.parent / "meta.yaml").get("name", d.parent.name)
+        params = {str(p.relative_to(d / "params")): p.read_text().strip()
+                  for p in (d / "params").rglob("*") if p.is_file()}
+        keys = [str(p.relative_to(d / "metrics")) for p in (d / "metrics").rglob("*")
+                if p.is_file()]
+        return Run(d.name, _meta(d / "meta.yaml").get("run_name") or d.name, str(exp),
+                   params, sorted(keys))
+
+    def history(self, run: Run, since: int | None = None) -> list[tuple[str, int, float, float]]:
+        d = self._run_dir(run.run_id)
+        rows = []
+        for key in run.keys:
+            for line in (d / "metrics" / key).read_text().splitlines():
+                parts = line.split()
+                if len(parts) < 2:
+                    continue
+                step = int(parts[2]) if len(parts) > 2 else 0
+                if since is None or step > since:
+                    rows.append((key, step, float(parts[1]), int(parts[0]) / 1000.0))
+        return rows
+
+
+def _meta(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+
+
+def store(uri: str) -> Any:
+    if uri.startswith(("http://", "https://")):
+        return _Rest(uri)
+    if uri.startswith("sqlite:///"):
+        return _Sqlite(uri)
+    if uri.startswith("file://") or Path(uri).is_dir():
+        return _Files(uri)
+    raise UsageError(f"{redact(uri)}: unsupported MLflow tracking URI (valid: http(s)://..., "
+                     "sqlite:///path.db, file:///path/mlruns or a folder)")
+
+
+def _frame(run: Run, rows: list[tuple[str, int, float, float]], uri: str) -> RunFrame:
+    tags: list[str] = []
+    index: dict[str, int] = {}
+    codes = []
+    for key, *_ in rows:
+        code = index.get(key)
+        if code is None:
+            code = index[key] = len(tags)
+            tags.append(key)
+        codes.append(code)
+    info = RunInfo(run.name, SOURCE, f"{redact(uri)} run {run.run_id}",
+                   hparams={**run.params, "mlflow/experiment": run.experiment,
+                            "mlflow/run_id": run.run_id})
+    arr = np.asarray([(s, v, t) for _, s, v, t in rows], dtype=np.float64).reshape(-1, 3)
+    return RunFrame.from_arrays(info, tags, np.asarray(codes, np.int32),
+                                arr[:, 0].astype(np.int64), arr[:, 1], arr[:, 2])
+
+
+def load(ref: str, uri: str) -> RunFrame:
+    """One MLflow run, by id or experiment/run name."""
+    st = store(uri)
+    run = st.run(ref)
+    rows = st.history(run)
+    if not rows:
+        raise SourceError(f"MLflow run {run.run_id} at {redact(uri)} has no metrics")
+    return _frame(run, rows, uri)
+
+
+class Follower:
+    """Polls one MLflow run: each poll returns only rows after the last step seen."""
+
+    def __init__(self, ref: str, uri: str):
+        self.uri = uri
+        self.store = store(uri)
+        self.ref = ref
+        self.last: int | None = None
+
+    def poll(self) -> RunFrame:
+        run = self.store.run(self.ref)
+        rows = self.store.history(run, self.last)
+        if not rows:
+            return RunFrame.empty()
+        self.last = max(s for _, s, _, _ in rows)
+        return _frame(run, rows, self.uri)

@@ -1,0 +1,192 @@
+"""W&B local and offline run folders: the `.wandb` record log read directly.
+
+The file is wandb's datastore: a 7-byte header (`:W&B`, magic 0xBEE1, version) then LevelDB
+log framing in 32 KiB blocks — records of `crc32(type + data) | length | type | data` with
+type FULL, FIRST, MIDDLE or LAST — holding serialised `wandb.proto.wandb_internal_pb2.Record`
+messages. History records become frame rows (the step is `_step`, or the run's declared step
+metric such as `train/global_step`); config records become run facts. A truncated or corrupt
+file gives every readable record plus a warning.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import os
+import struct
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlwatch.errors import SourceError
+from rlwatch.frame import RunFrame, RunInfo
+
+SOURCE = "wandb-local"
+HEADER = struct.Struct("<4sHB")
+BLOCK = 32768
+FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
+
+
+def read_records(path: Path) -> tuple[list[bytes], list[str]]:
+    """The payloads of every readable record, and warnings about what could not be read."""
+    data = path.read_bytes()
+    if len(data) < HEADER.size or HEADER.unpack_from(data)[:2] != (b":W&B", 0xBEE1):
+        raise SourceError(f"{path}: not a W&B run file (no ':W&B' header)")
+    out: list[bytes] = []
+    warnings: list[str] = []
+    pos, pending, bad = HEADER.size, bytearray(), 0
+    while pos < len(data):
+        left = BLOCK - pos % BLOCK
+        if left < 7:  # a block trailer of zeros
+            pos += left
+            continue
+        if pos + 7 > len(data):
+            warnings.append(f"{path}: truncated record header at byte {pos} "
+                            f"({len(data) - pos} bytes unread)")
+            break
+        crc, length, kind = struct.unpack_from("<IHB", data, pos)
+        if crc == 0 and length == 0 and kind == 0:  # zero padding to the end of the block
+            pos += left
+            continue
+        end = pos + 7 + length
+        if end > len(data):
+            warnings.append(f"{path}: last record truncated at byte {pos} "
+                            f"({len(data) - pos} bytes unread; was the run killed?)")
+            break
+        payload = data[pos + 7:end]
+        if zlib.crc32(payload, zlib.crc32(bytes([kind]))) & 0xFFFFFFFF != crc or kind > LAST:
+            bad += 1
+            pending = bytearray()
+            pos += left  # resynchronise at the next block, as LevelDB readers do
+            continue
+        if kind == FULL:
+            out.append(payload)
+        elif kind == FIRST:
+            pending = bytearray(payload)
+        elif kind == MIDDLE:
+            pending += payload
+        else:
+            out.append(bytes(pending + payload))
+            pending = bytearray()
+        pos = end
+    if bad:
+        warnings.append(f"{path}: {bad} corrupt record(s) (bad CRC); skipped to the next block "
+                        "each time")
+    return out, warnings
+
+
+def load_file(path: str | os.PathLike[str], name: str | None = None) -> RunFrame:
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    p = Path(path)
+    payloads, warnings = read_records(p)
+    tags: list[str] = []
+    index: dict[str, int] = {}
+    steps: list[int] = []
+    codes: list[int] = []
+    values: list[float] = []
+    walls: list[float] = []
+    hparams: dict[str, object] = {}
+    step_metrics: list[tuple[str, str]] = []  # (glob, step metric)
+    undecodable = skipped_values = 0
+    run_name = name
+    for raw in payloads:
+        rec = pb.Record()
+        try:
+            rec.ParseFromString(raw)
+        except Exception:
+            undecodable += 1
+            continue
+        kind = rec.WhichOneof("record_type")
+        if kind == "history":
+            row: dict[str, Any] = {}
+            for item in rec.history.item:
+                key = item.key or "/".join(item.nested_key)
+                try:
+                    row[key] = json.loads(item.value_json)
+                except json.JSONDecodeError:
+                    skipped_values += 1
+            step = rec.history.step.num if rec.history.HasField("step") else row.get("_step")
+            wall = row.get("_timestamp")
+            for key, value in row.items():
+                if key.startswith("_"):
+                    continue
+                if isinstance(value, bool) or not isinstance(value, int | float | str | None):
+                    skipped_values += 1
+                    continue
+                if isinstance(value, str):  # W&B writes NaN/Infinity as strings
+                    value = {"NaN": math.nan, "Infinity": math.inf,
+                             "-Infinity": -math.inf}.get(value)
+                    if value is None:
+                        skipped_values += 1
+                        continue
+                s = step
+                for glob, metric in step_metrics:
+                    if fnmatch.fnmatchcase(key, glob) and isinstance(row.get(metric), int | float):
+                        s = row[metric]
+                        break
+                if not isinstance(s, int | float):
+                    skipped_values += 1
+                    continue
+                code = index.get(key)
+                if code is None:
+                    code = index[key] = len(tags)
+                    tags.append(key)
+                steps.append(int(s))
+                codes.append(code)
+                values.append(math.nan if value is None else float(value))
+                walls.append(float(wall) if isinstance(wall, int | float) else math.nan)
+        elif kind == "metric" and rec.metric.step_metric:
+            step_metrics.append((rec.metric.glob_name or rec.metric.name, rec.metric.step_metric))
+        elif kind in ("config", "run"):
+            updates = rec.config.update if kind == "config" else rec.run.config.update
+            if kind == "run" and run_name is None:
+                run_name = rec.run.display_name or rec.run.run_id or None
+            for item in updates:
+                key = item.key or "/".join(item.nested_key)
+                if key.startswith("_"):
+                    continue
+                try:
+                    value = json.loads(item.value_json)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(value, dict) and "value" in value:
+                    value = value["value"]
+                hparams[key] = value if isinstance(value, int | float | str | bool) else \
+                    json.dumps(value)
+    if undecodable:
+        warnings.append(f"{p}: {undecodable} record(s) could not be decoded")
+    if skipped_values:
+        warnings.append(f"{p}: {skipped_values} non-numeric history values ignored "
+                        "(media, tables, strings)")
+    info = RunInfo(run_name or p.stem, SOURCE, str(p), files=[str(p)], hparams=hparams,
+                   warnings=warnings)
+    return RunFrame.from_arrays(info, tags, np.asarray(codes, np.int32),
+                                np.asarray(steps, np.int64), np.asarray(values, np.float64),
+                                np.asarray(walls, np.float64))
+
+
+def run_files(target: Path) -> list[Path]:
+    """The .wandb files of a run folder, a wandb/ folder, or the file itself."""
+    if target.is_file():
+        return [target]
+    return sorted(target.rglob("*.wandb"))
+
+
+def load(target: str | os.PathLike[str]) -> RunFrame:
+    files = run_files(Path(target))
+    if not files:
+        raise SourceError(f"{target}: no .wandb run files in it or below")
+    frames = []
+    seen: set[str] = set()
+    for f in files:
+        frame = load_file(f)
+        (name,) = frame.runs
+        if name in seen:
+            frame = frame.renamed({name: f"{name} ({f.parent.name})"})
+        seen.update(frame.runs)
+        frames.append(frame)
+    return RunFrame.concat(frames)

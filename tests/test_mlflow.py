@@ -1,0 +1,176 @@
+"""MLflow: a real `mlflow server` (sqlite backend, 127.0.0.1, a free port) started by the test
+suite, runs logged with the real client, read back by id and by name; the sqlite store read
+directly; bounded failure for unreachable servers and wrong ids."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rlwatch.cli.app import app
+from rlwatch.sources import load, mlflow_source
+
+mlflow = pytest.importorskip("mlflow", reason="the mlflow extra is part of rlwatch[test]")
+runner = CliRunner()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def log_run(uri: str, experiment: str, name: str, steps: int = 60, *, broken: bool = False
+            ) -> str:
+    """Log a verl-shaped run with the real MLflow client (keys sanitised as verl does)."""
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric, Param
+
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(experiment)
+    eid = exp.experiment_id if exp else client.create_experiment(experiment)
+    run = client.create_run(eid, run_name=name)
+    t = int(time.time() * 1000)
+    metrics = []
+    for s in range(steps):
+        entropy = 0.4 if not broken or s < 30 else 0.01
+        metrics += [Metric("actor/entropy", entropy, t + s, s),
+                    Metric("actor/grad_norm", float("nan") if broken and s == steps - 1 else 0.3,
+                           t + s, s),
+                    Metric("critic/score/mean", 0.2 + s / 200, t + s, s),
+                    Metric("response_length/clip_ratio", 0.5 if broken and s >= 30 else 0.01,
+                           t + s, s),
+                    Metric("val-core/openai/gsm8k/acc/mean_at_1", 0.3 + s / 300, t + s, s)]
+    for i in range(0, len(metrics), 900):
+        client.log_batch(run.info.run_id, metrics=metrics[i:i + 900],
+                         params=[Param("actor_rollout_ref/actor/optim/lr", "1e-06")] if i == 0
+                         else [])
+    client.set_terminated(run.info.run_id)
+    return run.info.run_id
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> str:
+    d = tmp_path_factory.mktemp("mlflow")
+    port = _free_port()
+    log = open(d / "server.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
+         f"sqlite:///{d}/mlflow.db", "--default-artifact-root", str(d / "artifacts"),
+         "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+        stdout=log, stderr=subprocess.STDOUT)
+    uri = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while True:
+        try:
+            urllib.request.urlopen(f"{uri}/health", timeout=1)
+            break
+        except OSError:
+            if proc.poll() is not None or time.time() > deadline:
+                proc.kill()
+                log.close()
+                pytest.fail(f"mlflow server did not start: {(d / 'server.log').read_text()[-2000:]}")
+            time.sleep(0.3)
+    yield uri
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+def test_a_run_on_a_server_by_id_and_by_name(server: str) -> None:
+    rid = log_run(server, "grpo-nightly", "healthy")
+    by_id = load([f"mlflow:{rid}"], tracking_uri=server)
+    (info,) = by_id.runs.values()
+    assert info.name == "healthy" and info.framework == "verl"
+    assert info.metrics["val_score"] == "val-core/openai/gsm8k/acc/mean_at_1"  # '@' -> '_at_'
+    assert info.hparams["actor_rollout_ref/actor/optim/lr"] == "1e-06"
+    assert len(by_id.data) == 60 * 5  # whole histories, never sampled
+    by_name = load(["mlflow:grpo-nightly/healthy"], tracking_uri=server)
+    assert by_name.data["value"].sum() == pytest.approx(by_id.data["value"].sum())
+
+
+def test_diagnose_gates_on_an_mlflow_run(server: str) -> None:
+    bad = log_run(server, "grpo-nightly", "broken", broken=True)
+    good = log_run(server, "grpo-nightly", "fine")
+    r = runner.invoke(app, ["diagnose", f"mlflow:{bad}", "--tracking-uri", server])
+    assert r.exit_code == 1 and "ST03 stability.grad_norm_nonfinite" in r.output
+    env = {"MLFLOW_TRACKING_URI": server}
+    r = runner.invoke(app, ["diagnose", good], env=env)  # a bare run id
+    assert r.exit_code == 0, r.output
+
+
+def test_a_long_history_is_paged_completely(server: str, monkeypatch: pytest.MonkeyPatch
+                                            ) -> None:
+    rid = log_run(server, "paging", "long", steps=130)
+    monkeypatch.setattr(mlflow_source, "PAGE", 50)  # force several pages per key
+    frame = load([f"mlflow:{rid}"], tracking_uri=server)
+    assert len(frame.data) == 130 * 5
+    assert frame.steps("long") == (130, 0, 129)
+
+
+@pytest.mark.parametrize(("target", "message"), [
+    ("mlflow:0123456789abcdef0123456789abcdef", "id=0123456789abcdef0123456789abcdef not found"),
+    ("mlflow:no-such-exp/run", "no-such-exp"),
+])
+def test_wrong_runs_are_one_line_errors(server: str, target: str, message: str) -> None:
+    r = runner.invoke(app, ["diagnose", target, "--tracking-uri", server])
+    assert r.exit_code == 2 and message in r.output and "Traceback" not in r.output
+
+
+def test_an_unreachable_server_fails_within_10_s_with_the_uri_redacted() -> None:
+    uri = f"http://alice:s3cret@127.0.0.1:{_free_port()}"
+    t0 = time.time()
+    r = subprocess.run([sys.executable, "-m", "rlwatch", "diagnose", "mlflow:exp/run",
+                        "--tracking-uri", uri], capture_output=True, text=True, timeout=60)
+    assert time.time() - t0 < 10
+    assert r.returncode == 2
+    assert "unreachable" in r.stderr and "s3cret" not in r.stderr and "***@127.0.0.1" in r.stderr
+
+
+def test_no_tracking_uri_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    r = runner.invoke(app, ["diagnose", "mlflow:abc"])
+    assert r.exit_code == 2 and "no MLflow tracking URI" in r.output
+
+
+def test_a_local_sqlite_store_without_a_server(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path}/mlruns.db"
+    rid = log_run(uri, "local", "sq", broken=True)
+    frame = load(["mlflow:local/sq"], tracking_uri=uri)
+    (info,) = frame.runs.values()
+    assert len(frame.data) == 60 * 5 and frame.data["value"].isna().sum() == 1
+    follower = mlflow_source.Follower(rid, uri)
+    assert len(follower.poll().data) == 60 * 5
+    assert len(follower.poll().data) == 0
+    from mlflow import MlflowClient
+
+    MlflowClient(uri).log_metric(rid, "actor/entropy", 0.2, step=60)
+    delta = follower.poll().data
+    assert delta["step"].tolist() == [60]
+    assert info.address.startswith("sqlite:///")
+
+
+def test_a_sqlite_file_that_is_not_an_mlflow_store(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "other.db"
+    sqlite3.connect(db).execute("CREATE TABLE metrics (x)").connection.commit()
+    r = runner.invoke(app, ["diagnose", "mlflow:e/r", "--tracking-uri", f"sqlite:///{db}"])
+    assert r.exit_code == 2 and "not an MLflow store rlwatch can read" in r.output
+
+
+def test_uri_redaction() -> None:
+    assert mlflow_source.redact("https://u:p@host:5000/x") == "https://***@host:5000/x"
+    assert mlflow_source.redact("sqlite:///tmp/a.db") == "sqlite:///tmp/a.db"
+    os.environ.pop("RLWATCH_UNUSED", None)
