@@ -12,8 +12,9 @@ from rlwatch.frame import RunFrame
 
 ACCEPTED = ("a TensorBoard log directory or event file, a W&B run folder or .wandb file, a "
             "log file (verl console or JSONL, trainer_state.json, TRL console capture, JSONL "
-            "with a step field), mlflow:<run_id>, mlflow:<experiment>/<run name>, or a bare "
-            "MLflow run id with MLFLOW_TRACKING_URI set")
+            "with a step field), mlflow:<run_id>, mlflow:<experiment>/<run name>, a bare "
+            "MLflow run id with MLFLOW_TRACKING_URI set, wandb:<entity>/<project>/<run_id> or "
+            "a W&B run URL")
 
 
 def resolve(target: str, log_format: str | None = None,
@@ -30,6 +31,11 @@ def resolve(target: str, log_format: str | None = None,
             raise UsageError("mlflow: needs a run: mlflow:<run_id> or mlflow:<experiment>/<run>")
         uri = mlflow_source.tracking_uri(tracking_uri)
         return lambda: mlflow_source.load(ref, uri)
+    from rlwatch.sources import wandb_api
+
+    wandb_path = wandb_api.parse(target)
+    if wandb_path is not None:
+        return lambda: wandb_api.load(wandb_path)
     path = Path(target)
     if not path.exists():
         from rlwatch.sources import mlflow_source

@@ -111,8 +111,9 @@ def load_file(path: str | os.PathLike[str], name: str | None = None) -> RunFrame
                     skipped_values += 1
             step = rec.history.step.num if rec.history.HasField("step") else row.get("_step")
             wall = row.get("_timestamp")
+            media = tuple(k[: -len("_type")] for k in row if k.endswith("/_type"))
             for key, value in row.items():
-                if key.startswith("_"):
+                if key.startswith("_") or (media and key.startswith(media)):
                     continue
                 if isinstance(value, bool) or not isinstance(value, int | float | str | None):
                     skipped_values += 1

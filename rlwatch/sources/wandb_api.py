@@ -1,0 +1,114 @@
+"""W&B runs on a W&B server, through the public API's full history scan (never the sampled
+`history()`): `wandb:<entity>/<project>/<run_id>` or a run URL
+(`https://wandb.ai/<entity>/<project>/runs/<run_id>`). WANDB_BASE_URL and WANDB_API_KEY are
+honoured as by wandb itself. Failures are one line, and bounded in time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import threading
+from typing import Any
+
+import numpy as np
+
+from rlwatch.errors import SourceError, UsageError
+from rlwatch.frame import RunFrame, RunInfo
+
+SOURCE = "wandb"
+URL = re.compile(r"^https?://[^/]+/(?P<entity>[^/]+)/(?P<project>[^/]+)/runs/(?P<run>[^/?#]+)")
+DEADLINE = 120.0  # seconds for the whole fetch; the client retries rate limits on its own
+
+
+def parse(target: str) -> str | None:
+    """entity/project/run_id from a wandb: target or a run URL; None if it is neither."""
+    if target.startswith("wandb:"):
+        path = target[len("wandb:"):].strip("/")
+        if len(path.split("/")) != 3 or not all(path.split("/")):
+            raise UsageError(f"{target}: expected wandb:<entity>/<project>/<run_id>")
+        return path
+    m = URL.match(target)
+    if m:
+        return f"{m['entity']}/{m['project']}/{m['run']}"
+    return None
+
+
+def _fetch(path: str) -> tuple[Any, list[dict[str, Any]]]:
+    os.environ.setdefault("WANDB_SILENT", "true")
+    import wandb
+    from wandb import errors
+
+    base = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")
+    try:
+        api = wandb.Api(timeout=15)
+        run = api.run(path)
+        rows = list(run.scan_history(page_size=10_000))
+    except errors.AuthenticationError:
+        raise SourceError(f"W&B at {base} refused the credentials; set WANDB_API_KEY (or run "
+                          "`wandb login`)") from None
+    except (errors.CommError, errors.Error, ValueError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SourceError(f"W&B run {path} at {base}: {message}") from None
+    return run, rows
+
+
+def load(path: str) -> RunFrame:
+    """Every history row of one W&B run, read with a deadline."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["result"] = _fetch(path)
+        except BaseException as exc:
+            box["error"] = exc
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    t.join(DEADLINE)
+    if t.is_alive():
+        raise SourceError(f"W&B run {path}: no answer within {DEADLINE:.0f} s (rate-limited or "
+                          "unreachable?)")
+    if "error" in box:
+        raise box["error"]
+    run, rows = box["result"]
+    tags: list[str] = []
+    index: dict[str, int] = {}
+    steps, codes, values, walls = [], [], [], []
+    ignored = 0
+    for row in rows:
+        step = row.get("_step")
+        if not isinstance(step, int | float):
+            ignored += len(row)
+            continue
+        wall = row.get("_timestamp")
+        for key, value in row.items():
+            if key.startswith("_") or value is None:
+                continue
+            if isinstance(value, str):
+                value = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(value)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                ignored += 1
+                continue
+            code = index.get(key)
+            if code is None:
+                code = index[key] = len(tags)
+                tags.append(key)
+            steps.append(int(step))
+            codes.append(code)
+            values.append(float(value))
+            walls.append(float(wall) if isinstance(wall, int | float) else math.nan)
+    config = {k: (v.get("value") if isinstance(v, dict) and "value" in v else v)
+              for k, v in dict(run.config).items() if not k.startswith("_")}
+    info = RunInfo(run.name or path.split("/")[-1], SOURCE, f"wandb:{path}",
+                   hparams={k: v if isinstance(v, int | float | str | bool) else str(v)
+                            for k, v in config.items()})
+    if ignored:
+        info.warnings.append(f"wandb:{path}: {ignored} non-numeric history values ignored "
+                             "(media, tables, strings)")
+    if not steps:
+        raise SourceError(f"W&B run {path} has no numeric history")
+    return RunFrame.from_arrays(info, tags, np.asarray(codes, np.int32),
+                                np.asarray(steps, np.int64), np.asarray(values, np.float64),
+                                np.asarray(walls, np.float64))
