@@ -1,0 +1,95 @@
+"""Benchmark: reading a run's whole metric history from MLflow, rlwatch against MlflowClient.
+
+    python bench/bench_mlflow.py                 # 150 keys x 2,000 steps = 300,000 points
+    python bench/bench_mlflow.py --steps 500
+
+Starts a real `mlflow server` (sqlite backend, 127.0.0.1, a free port), logs the run with the
+real client, then in one run times (a) rlwatch over the server's REST API, (b) the baseline
+`MlflowClient.get_metric_history` per key against the same server, and (c)/(d) the same two on
+the sqlite store without a server. Target (issue #5): >= 10x faster than the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--keys", type=int, default=150)
+    ap.add_argument("--steps", type=int, default=2000)
+    args = ap.parse_args()
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric
+
+    from rlwatch.sources import mlflow_source
+
+    d = Path(tempfile.mkdtemp(prefix="rlwatch-mlflow-bench-"))
+    db = f"sqlite:///{d}/mlflow.db"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
+                               db, "--default-artifact-root", str(d / "art"), "--host",
+                               "127.0.0.1", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(f"{uri}/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.2)
+        client = MlflowClient(uri)
+        run = client.create_run(client.create_experiment("bench"), run_name="bench")
+        rid = run.info.run_id
+        keys = [f"actor/metric_{k:03d}" for k in range(args.keys)]
+        t0 = time.perf_counter()
+        batch: list[Metric] = []
+        for step in range(args.steps):
+            for j, key in enumerate(keys):
+                batch.append(Metric(key, float(j + step % 7), 1_700_000_000_000 + step, step))
+                if len(batch) == 1000:
+                    client.log_batch(rid, metrics=batch)
+                    batch = []
+        if batch:
+            client.log_batch(rid, metrics=batch)
+        print(f"logged {args.keys * args.steps:,} points in {time.perf_counter() - t0:.0f} s",
+              file=sys.stderr)
+
+        def timed(fn):  # noqa: ANN001, ANN202
+            t = time.perf_counter()
+            n = fn()
+            return time.perf_counter() - t, n
+
+        rl_rest = timed(lambda: len(mlflow_source.load(rid, uri).data))
+        base_rest = timed(lambda: sum(len(client.get_metric_history(rid, k)) for k in keys))
+        local = MlflowClient(db)
+        rl_sql = timed(lambda: len(mlflow_source.load(rid, db).data))
+        base_sql = timed(lambda: sum(len(local.get_metric_history(rid, k)) for k in keys))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    total = args.keys * args.steps
+    print(f"run: {args.keys} keys x {args.steps:,} steps = {total:,} points")
+    print(f"{'method':<52}{'seconds':>9}{'points':>10}")
+    for label, (sec, n) in [("rlwatch, http server (REST, 8 keys at a time)", rl_rest),
+                            ("MlflowClient.get_metric_history per key, http", base_rest),
+                            ("rlwatch, sqlite store (SQL)", rl_sql),
+                            ("MlflowClient.get_metric_history per key, sqlite", base_sql)]:
+        print(f"{label:<52}{sec:>9.2f}{n:>10,}")
+    print(f"\nspeed-up over the client, http server: {base_rest[0] / rl_rest[0]:5.1f}x "
+          "(target >= 10x)")
+    print(f"speed-up over the client, sqlite store: {base_sql[0] / rl_sql[0]:5.1f}x")
+
+
+if __name__ == "__main__":
+    main()
