@@ -65,7 +65,7 @@ def main() -> None:
         print(f"logged {args.keys * args.steps:,} points in {time.perf_counter() - t0:.0f} s",
               file=sys.stderr)
 
-        def timed(fn):  # noqa: ANN001, ANN202
+        def timed(fn):
             t = time.perf_counter()
             n = fn()
             return time.perf_counter() - t, n

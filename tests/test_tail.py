@@ -1,0 +1,175 @@
+"""`rlwatch tail`: live following while real writers append, state changes, the watchdog,
+alerts, and the real TTY dashboard driven under tmux."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import FIXTURES, ROOT
+
+from rlwatch.engine.rules import load_rules
+from rlwatch.live import Watch
+from rlwatch.sources import load
+
+RULES = load_rules()
+
+
+def _record(step: int, tag: str, value: float) -> bytes:
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    ev = event_pb2.Event(wall_time=1.7e9 + step, step=step, summary=summary_pb2.Summary(
+        value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)]))
+    buf = io.BytesIO()
+    RecordWriter(buf).write(ev.SerializeToString())
+    return buf.getvalue()
+
+
+def _canon(d: pd.DataFrame) -> pd.DataFrame:
+    d = d[["run", "tag", "step", "value"]].astype({"run": str, "tag": str})
+    return d.sort_values(["run", "tag", "step"]).reset_index(drop=True)
+
+
+def test_tail_sees_every_row_once_while_writers_append(tmp_path: Path) -> None:
+    """A writer thread appends to an event file (splitting records across polls), starts a
+    second event file mid-run, and appends to a JSONL log; the verdict appears within the poll
+    after the data that causes it; the rows tail saw equal a final batch read."""
+    tb = tmp_path / "logs" / "grpo"
+    tb.mkdir(parents=True)
+    jsonl = tmp_path / "logs" / "verl.jsonl"
+    first = tb / "events.out.tfevents.1700000000.host"
+    first.write_bytes(b"")
+    jsonl.write_text("")
+    watch = Watch([str(tmp_path / "logs")], RULES, stale_after=3600)
+    events: list = []
+    done = threading.Event()
+
+    def writer() -> None:
+        pending = b""
+        for step in range(60):
+            entropy = 0.5 if step < 30 else 0.005
+            data = pending + b"".join(_record(step, t, v) for t, v in (
+                ("actor/entropy", entropy), ("actor/grad_norm", 0.3),
+                ("response_length/clip_ratio", 0.5 if step >= 30 else 0.01)))
+            cut = len(data) - 7 if step % 3 == 0 else len(data)  # a partial record now and then
+            target = first if step < 40 else tb / "events.out.tfevents.1700000100.host"
+            with open(target, "ab") as fh:
+                fh.write(data[:cut])
+            pending = data[cut:]
+            if step == 39 and pending:  # finish the first file before the writer moves on
+                with open(first, "ab") as fh:
+                    fh.write(pending)
+                pending = b""
+            with open(jsonl, "a") as fh:
+                fh.write(json.dumps({"step": step, "data": {"critic/score/mean": 0.5}}) + "\n")
+            time.sleep(0.01)
+        if pending:
+            with open(tb / "events.out.tfevents.1700000100.host", "ab") as fh:
+                fh.write(pending)
+        done.set()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    while not done.is_set():
+        events += watch.poll()
+        time.sleep(0.02)
+    t.join()
+    events += watch.poll()
+    fired = [e for e in events if e.kind == "fired" and e.verdict.code == "EX03"]
+    assert fired and fired[0].run == "grpo"
+    assert {e.run for e in events if e.kind == "appeared"} == {"grpo", "verl"}
+    seen = _canon(watch.rows())
+    batch = _canon(load([str(tb), str(jsonl)]).data)
+    assert len(seen) == 60 * 4
+    pd.testing.assert_frame_equal(seen, batch)
+
+
+def test_idle_polls_read_and_evaluate_nothing(tmp_path: Path) -> None:
+    shutil.copytree(FIXTURES / "grpo-healthy", tmp_path / "run")
+    watch = Watch([str(tmp_path)], RULES)
+    watch.poll()
+    before = {k: v for k, v in watch.runs["run"].verdicts.items()}
+    assert watch.poll() == []
+    assert watch.runs["run"].verdicts == before
+
+
+def test_stale_runs_and_vanished_sources_are_reported_not_fatal(tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    log.write_text("step:1 - actor/entropy:0.5 - actor/grad_norm:1.0\n")
+    watch = Watch([str(log)], RULES, stale_after=0.2)
+    assert [e.kind for e in watch.poll()] == ["appeared"]
+    time.sleep(0.3)
+    (stale,) = watch.poll()
+    assert stale.kind == "stale" and "no update for" in stale.message
+    log.unlink()
+    (err,) = watch.poll()
+    assert err.kind == "source-error" and "no such file" in err.message
+    assert watch.poll() == []  # said once
+
+
+def rlwatch(*args: str, **kw) -> subprocess.CompletedProcess[str]:  # noqa: ANN003
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100"}
+    return subprocess.run([sys.executable, "-m", "rlwatch", *args], capture_output=True,
+                          text=True, env=env, timeout=120, cwd=ROOT, **kw)
+
+
+def test_plain_lines_and_the_watchdog() -> None:
+    r = rlwatch("tail", "fixtures/grpo-healthy", "--once")
+    assert r.returncode == 0
+    assert r.stdout.splitlines()[0].endswith("grpo-healthy: appeared (trl): fixtures/grpo-healthy")
+    r = rlwatch("tail", "fixtures/grpo-broken", "--exit-on", "error", "--interval", "0.2")
+    assert r.returncode == 1
+    assert "ERROR ST03 stability.grad_norm_nonfinite since step 238" in r.stdout
+    assert "watchdog: a verdict at or above error fired" in r.stderr
+
+
+def test_on_alert_gets_the_verdict_as_json_and_env(tmp_path: Path) -> None:
+    out = tmp_path / "alerts.jsonl"
+    cmd = (f"{sys.executable} -c \"import json,os,sys; d=json.load(sys.stdin); "
+           f"open(r'{out}','a').write(json.dumps([d['code'], os.environ['RLWATCH_CODE'], "
+           f"os.environ['RLWATCH_SEVERITY'], os.environ['RLWATCH_STEP']])+chr(10))\"")
+    r = rlwatch("tail", "fixtures/grpo-broken", "--once", "--on-alert", cmd, "--alert-on",
+                "error")
+    assert r.returncode == 0, r.stderr
+    alerts = [json.loads(x) for x in out.read_text().splitlines()]
+    assert ["ST03", "ST03", "error", "238"] in alerts
+    assert all(a[2] == "error" for a in alerts)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_the_tty_dashboard_under_tmux(tmp_path: Path) -> None:
+    session = f"rlwatch-{os.getpid()}"
+    shutil.copytree(FIXTURES / "grpo-broken", tmp_path / "grpo-broken")
+    cmd = f"cd {ROOT} && {sys.executable} -m rlwatch tail {tmp_path} --interval 0.5"
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40",
+                    "bash", "-c", f"{cmd}; echo EXIT=$?; sleep 30"], check=True)
+    try:
+        screen = ""
+        for _ in range(60):
+            time.sleep(0.5)
+            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
+                                    capture_output=True, text=True).stdout
+            if "firing" in screen and "grpo-broken" in screen:
+                break
+        assert "rlwatch tail: 1 run(s)" in screen
+        assert "grpo-broken" in screen and "ST03" in screen and "steps/min" in screen
+        subprocess.run(["tmux", "send-keys", "-t", session, "C-c"], check=True)
+        for _ in range(20):
+            time.sleep(0.3)
+            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
+                                    capture_output=True, text=True).stdout
+            if "EXIT=" in screen:
+                break
+        assert "EXIT=0" in screen and "Traceback" not in screen
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
