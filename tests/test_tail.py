@@ -117,7 +117,7 @@ def test_stale_runs_and_vanished_sources_are_reported_not_fatal(tmp_path: Path) 
     assert watch.poll() == []  # said once
 
 
-def rlwatch(*args: str, **kw) -> subprocess.CompletedProcess[str]:  # noqa: ANN003
+def rlwatch(*args: str, **kw) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100"}
     return subprocess.run([sys.executable, "-m", "rlwatch", *args], capture_output=True,
                           text=True, env=env, timeout=120, cwd=ROOT, **kw)

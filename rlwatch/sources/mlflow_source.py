@@ -155,9 +155,10 @@ class _Rest:
                    {p["key"]: p["value"] for p in data.get("params", [])},
                    sorted({m["key"] for m in data.get("metrics", [])}))
 
-    def history(self, run: Run, since: int | None = None) -> list[tuple[str, int, float, float]]:
-        def one(key: str) -> list[tuple[str, int, float, float]]:
-            rows, token = [], None
+    def history(self, run: Run, since: int | None = None) -> list[tuple[str, np.ndarray]]:
+        def one(key: str) -> tuple[str, np.ndarray]:
+            rows: list[tuple[float, float, float]] = []
+            token = None
             while True:
                 params = {"run_id": run.run_id, "metric_key": key, "max_results": PAGE}
                 if token:
@@ -166,13 +167,18 @@ class _Rest:
                 for m in doc.get("metrics", []):
                     step = int(m.get("step", 0))
                     if since is None or step > since:
-                        rows.append((key, step, _value(m.get("value")),
+                        rows.append((step, _value(m.get("value")),
                                      int(m.get("timestamp", 0)) / 1000.0))
                 token = doc.get("next_page_token")
                 if not token:
-                    return rows
+                    return key, _columns(rows)
         with ThreadPoolExecutor(max_workers=8) as pool:
-            return [row for part in pool.map(one, run.keys) for row in part]
+            return list(pool.map(one, run.keys))
+
+
+def _columns(rows: list[Any]) -> np.ndarray:
+    """(n, 3) float64: step, value, wall time (s)."""
+    return np.asarray(rows, dtype=np.float64).reshape(-1, 3)
 
 
 def _value(v: Any) -> float:
@@ -225,16 +231,17 @@ class _Sqlite:
                                       (ref,)).fetchall())
         return Run(ref, row[0] or ref, row[1], params, [])
 
-    def history(self, run: Run, since: int | None = None) -> list[tuple[str, int, float, float]]:
-        q = ("SELECT key, step, CASE WHEN is_nan THEN NULL ELSE value END, timestamp "
-             "FROM metrics WHERE run_uuid = ?")
-        args: tuple[Any, ...] = (run.run_id,)
+    def history(self, run: Run, since: int | None = None) -> list[tuple[str, np.ndarray]]:
+        """Per key, numbers only (no per-row strings): the (run_uuid, key, step) index serves
+        each query, in write order (timestamp, step)."""
+        keys = [k for (k,) in self.db.execute(
+            "SELECT DISTINCT key FROM metrics WHERE run_uuid = ?", (run.run_id,))]
+        q = ("SELECT step, CASE WHEN is_nan THEN NULL ELSE value END, timestamp / 1000.0 "
+             "FROM metrics WHERE run_uuid = ? AND key = ?")
         if since is not None:
-            q += " AND step > ?"
-            args += (since,)
+            q += f" AND step > {int(since)}"
         q += " ORDER BY timestamp, step"
-        return [(k, int(s), math.nan if v is None else float(v), t / 1000.0)
-                for k, s, v, t in self.db.execute(q, args)]
+        return [(k, _columns(self.db.execute(q, (run.run_id, k)).fetchall())) for k in keys]
 
 
 class _Files:
@@ -272,18 +279,20 @@ class _Files:
         return Run(d.name, _meta(d / "meta.yaml").get("run_name") or d.name, str(exp),
                    params, sorted(keys))
 
-    def history(self, run: Run, since: int | None = None) -> list[tuple[str, int, float, float]]:
+    def history(self, run: Run, since: int | None = None) -> list[tuple[str, np.ndarray]]:
         d = self._run_dir(run.run_id)
-        rows = []
+        out = []
         for key in run.keys:
+            rows = []
             for line in (d / "metrics" / key).read_text().splitlines():
                 parts = line.split()
                 if len(parts) < 2:
                     continue
                 step = int(parts[2]) if len(parts) > 2 else 0
                 if since is None or step > since:
-                    rows.append((key, step, float(parts[1]), int(parts[0]) / 1000.0))
-        return rows
+                    rows.append((step, float(parts[1]), int(parts[0]) / 1000.0))
+            out.append((key, _columns(rows)))
+        return out
 
 
 def _meta(path: Path) -> dict[str, Any]:
@@ -306,22 +315,16 @@ def store(uri: str) -> Any:
                      "sqlite:///path.db, file:///path/mlruns or a folder)")
 
 
-def _frame(run: Run, rows: list[tuple[str, int, float, float]], uri: str) -> RunFrame:
-    tags: list[str] = []
-    index: dict[str, int] = {}
-    codes = []
-    for key, *_ in rows:
-        code = index.get(key)
-        if code is None:
-            code = index[key] = len(tags)
-            tags.append(key)
-        codes.append(code)
+def _frame(run: Run, parts: list[tuple[str, np.ndarray]], uri: str) -> RunFrame:
+    parts = [(k, a) for k, a in parts if len(a)]
+    tags = [k for k, _ in parts]
+    codes = np.repeat(np.arange(len(parts), dtype=np.int32), [len(a) for _, a in parts])
+    cols = np.concatenate([a for _, a in parts]) if parts else np.empty((0, 3))
     info = RunInfo(run.name, SOURCE, f"{redact(uri)} run {run.run_id}",
                    hparams={**run.params, "mlflow/experiment": run.experiment,
                             "mlflow/run_id": run.run_id})
-    arr = np.asarray([(s, v, t) for _, s, v, t in rows], dtype=np.float64).reshape(-1, 3)
-    return RunFrame.from_arrays(info, tags, np.asarray(codes, np.int32),
-                                arr[:, 0].astype(np.int64), arr[:, 1], arr[:, 2])
+    return RunFrame.from_arrays(info, tags, codes, cols[:, 0].astype(np.int64), cols[:, 1],
+                                cols[:, 2])
 
 
 def load(ref: str, uri: str) -> RunFrame:
@@ -329,7 +332,7 @@ def load(ref: str, uri: str) -> RunFrame:
     st = store(uri)
     run = st.run(ref)
     rows = st.history(run)
-    if not rows:
+    if not any(len(a) for _, a in rows):
         raise SourceError(f"MLflow run {run.run_id} at {redact(uri)} has no metrics")
     return _frame(run, rows, uri)
 
@@ -346,7 +349,7 @@ class Follower:
     def poll(self) -> RunFrame:
         run = self.store.run(self.ref)
         rows = self.store.history(run, self.last)
-        if not rows:
+        if not any(len(a) for _, a in rows):
             return RunFrame.empty()
-        self.last = max(s for _, s, _, _ in rows)
+        self.last = int(max(a[:, 0].max() for _, a in rows if len(a)))
         return _frame(run, rows, self.uri)
