@@ -2,9 +2,9 @@
 
 Each poll asks every follower for the rows written since the last poll, appends them to the
 run's step x metric table, and re-evaluates the rules of the runs that changed on a bounded
-window (the run's first steps, for early levels, plus its last `WINDOW` steps, with the gap
-treated as a restart so no baseline spans it). A poll therefore costs in proportion to what was
-appended, not to the run's size; an idle poll reads nothing and evaluates nothing.
+window: its last `WINDOW` steps, with early levels taken from its first steps. A poll therefore
+costs in proportion to what was appended, not to the run's size; an idle poll reads nothing and
+evaluates nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from rlwatch.engine.rules import SEVERITIES, RuleSet
 from rlwatch.errors import RlwatchError
 from rlwatch.frame import RunFrame, RunInfo
 
-WINDOW = 300  # recent logged steps the rules look at
+WINDOW = 200  # recent logged steps the rules look at
 HEAD = 20  # first logged steps kept for early levels (relative conditions)
 KEY_METRICS = ("reward_mean", "entropy", "kl_ref", "grad_norm", "response_length_mean",
                "truncation_rate", "val_score")
@@ -175,17 +175,17 @@ class Watch:
         return events
 
     def _context(self, state: RunState) -> Context:
-        wide = state.wide
-        starts = sorted({r.step for r in state.info.restarts})
+        """The recent window; early levels come from the run's first steps (`early`)."""
+        wide, early = state.wide, None
         if len(wide) > HEAD + WINDOW:
-            tail = wide.iloc[-WINDOW:]
-            wide = pd.concat([wide.iloc[:HEAD], tail])
-            starts = sorted({*starts, int(tail.index[0])})  # never a baseline across the gap
-        nonfinite = {m: pd.Index(sorted(s for s in steps if s in wide.index))
+            early, wide = wide.iloc[:HEAD], wide.iloc[-WINDOW:]
+        first = wide.index[0] if len(wide) else 0
+        starts = sorted({r.step for r in state.info.restarts if r.step > first})
+        nonfinite = {m: pd.Index(sorted(s for s in steps if s >= first))
                      for m, steps in state.nonfinite.items()}
         return Context(wide, {m: i for m, i in nonfinite.items() if len(i)},
                        lambda: pd.Series(dtype=float), starts, state.info.decimals,
-                       dict(state.info.metrics))
+                       dict(state.info.metrics), early)
 
     # -- views --------------------------------------------------------------------------
     def rows(self) -> pd.DataFrame:

@@ -29,6 +29,7 @@ class Context:
     segment_starts: list[int]
     decimals: int | None = None  # values were printed rounded to this many decimals
     tags: dict[str, str] = field(default_factory=dict)  # canonical -> raw tag
+    early: pd.DataFrame | None = None  # the run's first steps when `wide` is a recent window
 
     @property
     def wall(self) -> pd.Series:
@@ -129,9 +130,17 @@ def relative(ctx: Context, spec: dict[str, Any]) -> Signal:
     """
     metric = spec["metric"]
     first = spec.get("first_steps", 10)
-    v = ctx.series(metric, needs=first + 1)
-    ref = float(v.iloc[:first].median())
-    after = pd.Series(np.arange(len(v)) >= first, index=v.index)
+    if ctx.early is not None and metric in ctx.early.columns:
+        v = ctx.series(metric)
+        head = ctx.early[metric].dropna()
+        if len(head) < first:
+            raise Skip(f"too few steps of {metric!r}: {len(head)} logged, needs {first + 1}")
+        ref = float(head.iloc[:first].median())
+        after = pd.Series(v.index > head.index[first - 1], index=v.index)
+    else:
+        v = ctx.series(metric, needs=first + 1)
+        ref = float(v.iloc[:first].median())
+        after = pd.Series(np.arange(len(v)) >= first, index=v.index)
     mask = after.copy()
     if "below_factor" in spec:
         mask &= v < spec["below_factor"] * ref

@@ -60,7 +60,7 @@ class _Run:
     def add(self, path: Path) -> None:
         self.readers.append(EventFileReader(str(path)))
 
-    def read(self, *, final: bool) -> RunFrame:
+    def read(self, *, final: bool) -> RunFrame | None:
         parts: list[tuple[int, Block]] = []
         for i, reader in enumerate(self.readers):
             block = reader.read()
@@ -69,11 +69,13 @@ class _Run:
             if len(block):
                 lut = np.asarray([self._code(t) for t in reader.tags], dtype=np.int32)
                 parts.append((i, Block(lut[block.tag], block.step, block.value, block.wall_time)))
+        warnings = [w for r in self.readers for w in r.warnings]
+        if not final and not parts and len(warnings) == self._warned:
+            return None  # nothing new: a followed idle run costs a read of 0 bytes, no frame
         info = RunInfo(self.name, SOURCE, self.address, files=[r.path for r in self.readers])
         for r in self.readers:
             info.hparams.update(r.hparams)
             info.texts.update(r.texts)
-        warnings = [w for r in self.readers for w in r.warnings]
         info.warnings = warnings if final else warnings[self._warned:]
         self._warned = len(warnings)
         if not parts:
@@ -108,7 +110,9 @@ def load(target: str | os.PathLike[str]) -> RunFrame:
         run = _Run(name, str(files[0].parent))
         for f in files:
             run.add(f)
-        frames.append(run.read(final=True))
+        frame = run.read(final=True)
+        assert frame is not None
+        frames.append(frame)
     return RunFrame.concat(frames)
 
 
@@ -134,4 +138,5 @@ class Follower:
                 if f not in self._known:
                     self._known.add(f)
                     run.add(f)
-        return RunFrame.concat([r.read(final=False) for r in self.runs.values()])
+        return RunFrame.concat([f for r in self.runs.values()
+                                if (f := r.read(final=False)) is not None])
