@@ -30,6 +30,7 @@ class Context:
     decimals: int | None = None  # values were printed rounded to this many decimals
     tags: dict[str, str] = field(default_factory=dict)  # canonical -> raw tag
     early: pd.DataFrame | None = None  # the run's first steps when `wide` is a recent window
+    memo: dict[str, Any] = field(default_factory=dict)  # leaf signals and series, per context
 
     @property
     def wall(self) -> pd.Series:
@@ -40,7 +41,11 @@ class Context:
     def series(self, metric: str, needs: int = 1) -> pd.Series:
         if metric not in self.wide.columns and metric not in self.nonfinite:
             raise Skip(f"metric {metric!r} not logged")
-        s = self.wide[metric].dropna() if metric in self.wide.columns else pd.Series(dtype=float)
+        key = f"series:{metric}"
+        s = self.memo.get(key)
+        if s is None:
+            s = self.memo[key] = (self.wide[metric].dropna() if metric in self.wide.columns
+                                  else pd.Series(dtype=float))
         if len(s) < needs:
             raise Skip(f"too few steps of {metric!r}: {len(s)} logged, needs {needs}")
         return s
@@ -263,16 +268,19 @@ def _combine(ctx: Context, specs: list[dict[str, Any]], how: str) -> Signal:
     if not signals:
         raise Skip("; ".join(skipped))
     index = signals[0].mask.index
+    same = all(s.mask.index.equals(index) for s in signals[1:])
     for s in signals[1:]:
-        index = index.union(s.mask.index)
+        if not same:
+            index = index.union(s.mask.index)
     observed: dict[str, pd.Series] = {}
     masks = []
     for s in signals:
         # a sparse metric (validation every k steps) keeps its state until its next log
-        masks.append(s.mask.astype(float).reindex(index).ffill().fillna(0.0).astype(bool))
+        masks.append(s.mask if same else
+                     s.mask.astype(float).reindex(index).ffill().fillna(0.0).astype(bool))
         leaf = len(set(s.metrics)) == 1
         for key, series in s.observed.items():
-            aligned = series.reindex(index).ffill()
+            aligned = series if same else series.reindex(index).ffill()
             observed.setdefault(key, aligned)
             if leaf and "." not in key:
                 observed.setdefault(f"{s.metrics[0]}.{key}", aligned)
@@ -292,8 +300,21 @@ KINDS: dict[str, Callable[[Context, Any], Signal]] = {
 
 
 def evaluate(ctx: Context, condition: dict[str, Any]) -> Signal:
+    """Evaluate a condition; identical leaf conditions of several rules are computed once."""
     ((kind, spec),) = condition.items()
-    return KINDS[kind](ctx, spec)
+    if kind in ("all", "any", "count"):
+        return KINDS[kind](ctx, spec)
+    key = f"{kind}:{sorted(spec.items())!r}"
+    hit = ctx.memo.get(key)
+    if hit is None:
+        try:
+            hit = KINDS[kind](ctx, spec)
+        except Skip as exc:
+            hit = exc
+        ctx.memo[key] = hit
+    if isinstance(hit, Skip):
+        raise hit
+    return hit
 
 
 def metrics_of(condition: dict[str, Any]) -> list[str]:
