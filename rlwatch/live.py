@@ -158,15 +158,18 @@ class Watch:
         for rule in self.rules.rules:
             if rule.frameworks and state.info.framework not in rule.frameworks:
                 continue
-            verdict = evaluate_rule(ctx, rule, state.name)[0]
+            verdict = evaluate_rule(ctx, rule, state.name, detail=False)[0]
             before = state.verdicts.get(rule.code)
             was = before is not None and before.state == "firing"
             now = verdict.state == "firing"
             if now and not was:
+                verdict = evaluate_rule(ctx, rule, state.name)[0]  # checks for the alert
                 ep = verdict.episodes[-1]
                 events.append(Event("fired", state.name, f"{verdict.severity.upper()} "
                                     f"{rule.code} {rule.name} since step {ep.first_step}: "
                                     f"{ep.summary}", verdict))
+            elif now and before is not None:
+                verdict.checks = before.checks
             elif was and not now:
                 events.append(Event("resolved", state.name,
                                     f"resolved {rule.code} {rule.name} at step "

@@ -95,9 +95,12 @@ def context(frame: Any, run: str, metrics: list[str] | None = None) -> Context:
                    getattr(info, "decimals", None), dict(info.metrics))
 
 
-def evaluate_rule(ctx: Context, rule: Rule, run: str = "") -> tuple[Verdict, pd.Series | None,
-                                                                       Signal | None]:
-    """The verdict of one rule, the per-step firing mask and the signal behind it."""
+def evaluate_rule(ctx: Context, rule: Rule, run: str = "", *, detail: bool = True
+                  ) -> tuple[Verdict, pd.Series | None, Signal | None]:
+    """The verdict of one rule, the per-step firing mask and the signal behind it.
+
+    `detail=False` (live following) keeps only the last episode and skips checks and context.
+    """
     base = Verdict(run, rule.code, rule.name, rule.severity, "ok")
     try:
         sig = evaluate(ctx, rule.when)
@@ -115,11 +118,13 @@ def evaluate_rule(ctx: Context, rule: Rule, run: str = "") -> tuple[Verdict, pd.
     fire = pd.Series(firing, index=sig.mask.index)
     if firing.any():
         edges = np.flatnonzero(np.diff(np.concatenate([[0], firing.astype(np.int8), [0]])))
-        for a, b in zip(edges[::2], edges[1::2] - 1, strict=True):
+        spans = list(zip(edges[::2], edges[1::2] - 1, strict=True))
+        for a, b in spans if detail else spans[-1:]:
             base.episodes.append(_episode(rule, sig, steps, int(a), int(b), held))
         base.state = "firing" if firing[-1] else "resolved"
-        base.checks = _checks(ctx, rule, base.episodes[0])
-        base.context = _context(ctx, sig.metrics[0], base.episodes[0])
+        if detail:
+            base.checks = _checks(ctx, rule, base.episodes[0])
+            base.context = _context(ctx, sig.metrics[0], base.episodes[0])
     return base, fire, sig
 
 
