@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_tensorboard import TAG_STEMS, generate
+from bench_tensorboard import TAG_STEMS, ensure_run
 
 
 def main() -> None:
@@ -26,9 +26,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20_000)
     ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "rlwatch-bench")
     args = ap.parse_args()
-    run = args.dir / f"tb_{args.tags}x{args.steps}"
-    if not list(run.glob("events.out.tfevents.*")):
-        generate(run, args.tags, args.steps)
+    run = ensure_run(args.dir, args.tags, args.steps).parent
 
     from rlwatch.engine.evaluate import evaluate_frame
     from rlwatch.engine.rules import load_rules

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_tensorboard import generate, tags
+from bench_tensorboard import ensure_run, tags
 
 
 def main() -> None:
@@ -25,9 +25,7 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "rlwatch-bench")
     ap.add_argument("--idle-seconds", type=float, default=20.0)
     args = ap.parse_args()
-    run = args.dir / f"tb_{args.tags}x{args.steps}"
-    if not list(run.glob("events.out.tfevents.*")):
-        generate(run, args.tags, args.steps)
+    run = ensure_run(args.dir, args.tags, args.steps).parent
     (file,) = run.glob("events.out.tfevents.*")
     from tensorboard.compat.proto import event_pb2, summary_pb2
     from tensorboard.summary.writer.record_writer import RecordWriter

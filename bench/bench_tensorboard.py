@@ -48,6 +48,19 @@ def generate(run_dir: Path, n_tags: int, steps: int) -> Path:
     return next(run_dir.glob("events.out.tfevents.*"))
 
 
+def ensure_run(directory: Path, n_tags: int, steps: int) -> Path:
+    """The benchmark run's event file, written once with tensorboardX and then reused."""
+    run = directory / f"tb_{n_tags}x{steps}"
+    files = list(run.glob("events.out.tfevents.*"))
+    if files:
+        return files[0]
+    print(f"writing {n_tags} x {steps} scalars with tensorboardX to {run} ...", file=sys.stderr)
+    t0 = time.perf_counter()
+    file = generate(run, n_tags, steps)
+    print(f"  written in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    return file
+
+
 # each method: (imports, measured work); imports are done before the clock starts
 CHILD = {
     "rlwatch": ("from rlwatch.sources import tensorboard", """
@@ -118,16 +131,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs per method; the median is kept")
     args = ap.parse_args()
 
-    run = args.dir / f"tb_{args.tags}x{args.steps}"
-    files = list(run.glob("events.out.tfevents.*"))
-    if files:
-        file = files[0]
-    else:
-        print(f"writing {args.tags} x {args.steps} scalars with tensorboardX to {run} ...",
-              file=sys.stderr)
-        t0 = time.perf_counter()
-        file = generate(run, args.tags, args.steps)
-        print(f"  written in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    file = ensure_run(args.dir, args.tags, args.steps)
+    run = file.parent
     names = tags(args.tags)
     size_mb = file.stat().st_size / 1e6
 

@@ -22,6 +22,7 @@ from rlwatch.engine.evaluate import Verdict, evaluate_rule
 from rlwatch.engine.rules import SEVERITIES, RuleSet
 from rlwatch.errors import RlwatchError
 from rlwatch.frame import RunFrame, RunInfo
+from rlwatch.render.dashboard import ago
 
 WINDOW = 200  # recent logged steps the rules look at
 HEAD = 20  # first logged steps kept for early levels (relative conditions)
@@ -108,7 +109,7 @@ class Watch:
             if not state.stale and idle >= self.stale_after:
                 state.stale = True
                 events.append(Event("stale", state.name, f"stale: no update for "
-                                    f"{_ago(idle)} (last step {state.last_step})"))
+                                    f"{ago(idle)} (last step {state.last_step})"))
         return events
 
     def _absorb(self, name: str, info: RunInfo, rows: pd.DataFrame, now: float) -> list[Event]:
@@ -236,14 +237,6 @@ def _merge_info(old: RunInfo, new: RunInfo) -> RunInfo:
     if new.decimals is not None:
         merged.decimals = new.decimals
     return merged
-
-
-def _ago(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.1f}h"
 
 
 class _WandbFollower:

@@ -10,12 +10,13 @@ SHORT = {"reward_mean": "reward", "entropy": "entropy", "kl_ref": "kl", "grad_no
          "response_length_mean": "length", "truncation_rate": "trunc", "val_score": "val"}
 
 
-def _age(seconds: float) -> str:
+def ago(seconds: float) -> str:
+    """A duration for people: 42s, 7m, 3.5h."""
     if seconds < 90:
-        return f"{seconds:.0f}s ago"
+        return f"{seconds:.0f}s"
     if seconds < 5400:
-        return f"{seconds / 60:.0f}m ago"
-    return f"{seconds / 3600:.1f}h ago"
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
 
 
 def dashboard(snap: dict[str, Any], *, interval: float, width: int = 100) -> Any:
@@ -42,7 +43,7 @@ def dashboard(snap: dict[str, Any], *, interval: float, width: int = 100) -> Any
                                                   else "ok"),
                       style="dim" if r["stale"] else STYLE.get(worst or "", "green"))
         cells = [r["name"], "-" if r["step"] is None else str(r["step"]),
-                 "-" if r["rate"] is None else f"{r['rate']:.1f}", _age(r["age"]), status]
+                 "-" if r["rate"] is None else f"{r['rate']:.1f}", f"{ago(r['age'])} ago", status]
         if not compact:
             lines = []
             for m, v in r["metrics"].items():

@@ -16,10 +16,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from rlwatch.errors import SourceError, UsageError
 from rlwatch.frame import RunFrame, RunInfo
+from rlwatch.sources._rows import STEP_KEYS, Rows
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 VERL_STEP = re.compile(r"step:(\d+) - (.*)$")
@@ -29,7 +28,6 @@ PY_DICT = re.compile(r"\{'[^']+': .*\}")
 WRAPPED = re.compile(r"(?:np\.(?:float|int)\d*|tensor)\(([^()]*)\)")
 BARE = re.compile(r"(?<![\w'.])(-?)(nan|inf)(?![\w'])")
 VALIDATION_DICT = re.compile(r"(Initial|Final) validation metrics: (\{.*\})")
-STEP_KEYS = ("step", "global_step", "_step", "train/global_step", "trainer/global_step")
 
 FORMATS = {
     "verl-console": "verl console log (step:N - key:value - ...)",
@@ -52,59 +50,11 @@ def _number(text: str) -> float | None:
         return None
 
 
-class _Rows:
-    """Rows in write order plus what was dropped, shared by every parser."""
-
-    def __init__(self) -> None:
-        self.steps: list[int] = []
-        self.tags: list[str] = []
-        self.values: list[float] = []
-        self.index: dict[str, int] = {}
-        self.codes: list[int] = []
-        self.skipped: dict[str, int] = {}  # reason -> count
-        self.examples: dict[str, list[str]] = {}  # reason -> a few keys it hit
-        self.facts: dict[str, object] = {}
-        self.numbers_seen = 0
-        self.numbers_3dp = 0
-
-    def add(self, step: int, key: str, value: float) -> None:
-        code = self.index.get(key)
-        if code is None:
-            code = self.index[key] = len(self.tags)
-            self.tags.append(key)
-        self.steps.append(step)
-        self.codes.append(code)
-        self.values.append(value)
-
-    def skip(self, reason: str, n: int = 1, key: str | None = None) -> None:
-        self.skipped[reason] = self.skipped.get(reason, 0) + n
-        if key is not None:
-            seen = self.examples.setdefault(reason, [])
-            if key not in seen and len(seen) < 3:
-                seen.append(key)
-
-    def add_mapping(self, step: int, data: dict[str, Any], prefix: str = "") -> None:
-        for key, value in data.items():
-            if key in STEP_KEYS and not prefix:
-                continue
-            name = f"{prefix}{key}"
-            if isinstance(value, bool):
-                self.skip("boolean values", key=name)
-            elif isinstance(value, int | float):
-                self.add(step, name, float(value))
-            elif value is None:
-                self.add(step, name, math.nan)  # verl's FileLogger writes NaN as null
-            elif isinstance(value, dict):
-                self.add_mapping(step, value, f"{name}/")
-            else:
-                self.skip("non-numeric values", key=name)
-
-
 # -- parsers: feed(line) for line formats ---------------------------------------------------
 class _VerlConsole:
     fmt = "verl-console"
 
-    def __init__(self, rows: _Rows):
+    def __init__(self, rows: Rows):
         self.rows = rows
         self.first_step: int | None = None
         self.last_step: int | None = None
@@ -154,7 +104,7 @@ class _VerlConsole:
 class _JsonLines:
     """verl FileLogger JSONL ({"step", "data"}) and flat JSONL with a step field."""
 
-    def __init__(self, rows: _Rows, fmt: str):
+    def __init__(self, rows: Rows, fmt: str):
         self.rows, self.fmt = rows, fmt
         self.bad_lines: list[int] = []
 
@@ -194,7 +144,7 @@ class _PythonDicts:
 
     fmt = "python-dicts"
 
-    def __init__(self, rows: _Rows):
+    def __init__(self, rows: Rows):
         self.rows = rows
         self.ordinal = 0
         self.ordinal_steps = False
@@ -237,7 +187,7 @@ def _literal_dict(text: str) -> dict[str, Any] | None:
     return {str(k): special.get(v, v) if isinstance(v, str) else v for k, v in d.items()}
 
 
-def _trainer_state(text: str, rows: _Rows, warnings: list[str], path: str) -> None:
+def _trainer_state(text: str, rows: Rows, warnings: list[str], path: str) -> None:
     try:
         doc = json.loads(text)
         entries = doc.get("log_history") if isinstance(doc, dict) else None
@@ -305,7 +255,7 @@ def check_format(fmt: str | None) -> None:
                          f"{', '.join(FORMATS)})")
 
 
-def _line_parser(fmt: str, rows: _Rows) -> Any:
+def _line_parser(fmt: str, rows: Rows) -> Any:
     if fmt == "verl-console":
         return _VerlConsole(rows)
     if fmt in ("verl-jsonl", "jsonl"):
@@ -325,21 +275,13 @@ def run_name(path: Path) -> str:
     return stem
 
 
-def _frame(path: Path, fmt: str, rows: _Rows, warnings: list[str]) -> RunFrame:
+def _frame(path: Path, fmt: str, rows: Rows, warnings: list[str]) -> RunFrame:
     info = RunInfo(run_name(path), fmt, str(path), files=[str(path)])
-    for reason, n in rows.skipped.items():
-        keys = rows.examples.get(reason)
-        warnings.append(f"{path}: {n} {reason} ignored"
-                        + (f" (keys: {', '.join(keys)}{', ...' if n > len(keys) else ''})"
-                           if keys else ""))
-    info.warnings = warnings
+    info.warnings = warnings + rows.warnings(path)
     info.hparams = dict(rows.facts)
     if fmt == "verl-console" and rows.numbers_seen and rows.numbers_3dp >= 0.99 * rows.numbers_seen:
         info.decimals = 3  # verl <= 0.4 printed f"{v:.3f}": 0.000 means below resolution
-    return RunFrame.from_arrays(info, rows.tags, np.asarray(rows.codes, dtype=np.int32),
-                                np.asarray(rows.steps, dtype=np.int64),
-                                np.asarray(rows.values, dtype=np.float64),
-                                np.full(len(rows.steps), np.nan))
+    return rows.frame(info)
 
 
 def load_file(path: str | os.PathLike[str], fmt: str | None = None) -> RunFrame:
@@ -351,7 +293,7 @@ def load_file(path: str | os.PathLike[str], fmt: str | None = None) -> RunFrame:
     except OSError as exc:
         raise SourceError(f"{p}: cannot read ({exc.strerror})") from None
     fmt = fmt or sniff(p, text[: 256 << 10])
-    rows, warnings = _Rows(), []
+    rows, warnings = Rows(), []
     if fmt == "trainer-state":
         _trainer_state(text, rows, warnings, str(p))
     else:
@@ -415,7 +357,7 @@ class Follower:
         self.fmt = fmt
         self.offset = 0
         self.parser: Any = None
-        self.rows = _Rows()
+        self.rows = Rows()
         self.sent = 0
         self.last_step: int | None = None
         self._stamp: tuple[float, int] | None = None
@@ -449,7 +391,7 @@ class Follower:
         if stamp == self._stamp:
             return RunFrame.empty()
         self._stamp = stamp
-        rows, warnings = _Rows(), []
+        rows, warnings = Rows(), []
         _trainer_state(self.path.read_text(encoding="utf-8", errors="replace"), rows, warnings,
                        str(self.path))
         keep = [i for i, s in enumerate(rows.steps) if self.last_step is None or s > self.last_step]
@@ -463,7 +405,7 @@ class Follower:
             return RunFrame.empty()
         self.sent = len(self.rows.steps)
         self.last_step = max(self.rows.steps[i] for i in new)
-        delta = _Rows()
+        delta = Rows()
         for i in new:
             delta.add(self.rows.steps[i], self.rows.tags[self.rows.codes[i]], self.rows.values[i])
         return _frame(self.path, self.fmt or "", delta, [])

@@ -139,14 +139,8 @@ class _Rest:
             found = self.call("POST", "runs/search", body={
                 "experiment_ids": [eid], "filter": f"attributes.run_name = '{name}'",
                 "max_results": 2})
-            runs = found.get("runs", [])
-            if not runs:
-                raise SourceError(f"no MLflow run named {name!r} in experiment {exp!r} at "
-                                  f"{redact(self.uri)}")
-            if len(runs) > 1:
-                raise SourceError(f"more than one run named {name!r} in experiment {exp!r}; "
-                                  "use mlflow:<run_id>")
-            ref = runs[0]["info"]["run_id"]
+            ref = _one([r["info"]["run_id"] for r in found.get("runs", [])], exp, name,
+                       redact(self.uri))
         r = self.call("GET", "runs/get", {"run_id": ref})["run"]
         exp = self.call("GET", "experiments/get",
                         {"experiment_id": r["info"]["experiment_id"]})["experiment"]["name"]
@@ -179,6 +173,16 @@ class _Rest:
 def _columns(rows: list[Any]) -> np.ndarray:
     """(n, 3) float64: step, value, wall time (s)."""
     return np.asarray(rows, dtype=np.float64).reshape(-1, 3)
+
+
+def _one(ids: list[str], exp: str, name: str, where: str) -> str:
+    """The id of the one run with that name, or a one-line error."""
+    if not ids:
+        raise SourceError(f"no MLflow run named {name!r} in experiment {exp!r} at {where}")
+    if len(ids) > 1:
+        raise SourceError(f"more than one run named {name!r} in experiment {exp!r}; use "
+                          "mlflow:<run_id>")
+    return ids[0]
 
 
 def _value(v: Any) -> float:
@@ -216,13 +220,7 @@ class _Sqlite:
                 "SELECT r.run_uuid FROM runs r JOIN experiments e USING (experiment_id) "
                 "WHERE e.name = ? AND r.name = ? AND r.lifecycle_stage != 'deleted'",
                 (exp, name)).fetchall()
-            if not rows:
-                raise SourceError(f"no MLflow run named {name!r} in experiment {exp!r} at "
-                                  f"{self.uri}")
-            if len(rows) > 1:
-                raise SourceError(f"more than one run named {name!r} in experiment {exp!r}; "
-                                  "use mlflow:<run_id>")
-            ref = rows[0][0]
+            ref = _one([r[0] for r in rows], exp, name, self.uri)
         row = self.db.execute("SELECT r.name, e.name FROM runs r JOIN experiments e "
                               "USING (experiment_id) WHERE r.run_uuid = ?", (ref,)).fetchone()
         if row is None:

@@ -12,10 +12,9 @@ import re
 import threading
 from typing import Any
 
-import numpy as np
-
 from rlwatch.errors import SourceError, UsageError
 from rlwatch.frame import RunFrame, RunInfo
+from rlwatch.sources._rows import Rows
 
 SOURCE = "wandb"
 URL = re.compile(r"^https?://[^/]+/(?P<entity>[^/]+)/(?P<project>[^/]+)/runs/(?P<run>[^/?#]+)")
@@ -73,14 +72,11 @@ def load(path: str) -> RunFrame:
     if "error" in box:
         raise box["error"]
     run, rows = box["result"]
-    tags: list[str] = []
-    index: dict[str, int] = {}
-    steps, codes, values, walls = [], [], [], []
-    ignored = 0
+    out = Rows()
     for row in rows:
         step = row.get("_step")
         if not isinstance(step, int | float):
-            ignored += len(row)
+            out.skip("history rows without _step", len(row))
             continue
         wall = row.get("_timestamp")
         for key, value in row.items():
@@ -89,26 +85,16 @@ def load(path: str) -> RunFrame:
             if isinstance(value, str):
                 value = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(value)
             if isinstance(value, bool) or not isinstance(value, int | float):
-                ignored += 1
+                out.skip("non-numeric history values (media, tables, strings)", key=key)
                 continue
-            code = index.get(key)
-            if code is None:
-                code = index[key] = len(tags)
-                tags.append(key)
-            steps.append(int(step))
-            codes.append(code)
-            values.append(float(value))
-            walls.append(float(wall) if isinstance(wall, int | float) else math.nan)
+            out.add(int(step), key, float(value),
+                    float(wall) if isinstance(wall, int | float) else math.nan)
     config = {k: (v.get("value") if isinstance(v, dict) and "value" in v else v)
               for k, v in dict(run.config).items() if not k.startswith("_")}
     info = RunInfo(run.name or path.split("/")[-1], SOURCE, f"wandb:{path}",
                    hparams={k: v if isinstance(v, int | float | str | bool) else str(v)
                             for k, v in config.items()})
-    if ignored:
-        info.warnings.append(f"wandb:{path}: {ignored} non-numeric history values ignored "
-                             "(media, tables, strings)")
-    if not steps:
+    info.warnings = out.warnings(f"wandb:{path}")
+    if not out.steps:
         raise SourceError(f"W&B run {path} has no numeric history")
-    return RunFrame.from_arrays(info, tags, np.asarray(codes, np.int32),
-                                np.asarray(steps, np.int64), np.asarray(values, np.float64),
-                                np.asarray(walls, np.float64))
+    return out.frame(info)

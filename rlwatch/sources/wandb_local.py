@@ -19,10 +19,9 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from rlwatch.errors import SourceError
 from rlwatch.frame import RunFrame, RunInfo
+from rlwatch.sources._rows import Rows
 
 SOURCE = "wandb-local"
 HEADER = struct.Struct("<4sHB")
@@ -83,12 +82,7 @@ def load_file(path: str | os.PathLike[str], name: str | None = None) -> RunFrame
 
     p = Path(path)
     payloads, warnings = read_records(p)
-    tags: list[str] = []
-    index: dict[str, int] = {}
-    steps: list[int] = []
-    codes: list[int] = []
-    values: list[float] = []
-    walls: list[float] = []
+    out = Rows()
     hparams: dict[str, object] = {}
     step_metrics: list[tuple[str, str]] = []  # (glob, step metric)
     undecodable = skipped_values = 0
@@ -132,14 +126,8 @@ def load_file(path: str | os.PathLike[str], name: str | None = None) -> RunFrame
                 if not isinstance(s, int | float):
                     skipped_values += 1
                     continue
-                code = index.get(key)
-                if code is None:
-                    code = index[key] = len(tags)
-                    tags.append(key)
-                steps.append(int(s))
-                codes.append(code)
-                values.append(math.nan if value is None else float(value))
-                walls.append(float(wall) if isinstance(wall, int | float) else math.nan)
+                out.add(int(s), key, math.nan if value is None else float(value),
+                        float(wall) if isinstance(wall, int | float) else math.nan)
         elif kind == "metric" and rec.metric.step_metric:
             step_metrics.append((rec.metric.glob_name or rec.metric.name, rec.metric.step_metric))
         elif kind in ("config", "run"):
@@ -165,9 +153,7 @@ def load_file(path: str | os.PathLike[str], name: str | None = None) -> RunFrame
                         "(media, tables, strings)")
     info = RunInfo(run_name or p.stem, SOURCE, str(p), files=[str(p)], hparams=hparams,
                    warnings=warnings)
-    return RunFrame.from_arrays(info, tags, np.asarray(codes, np.int32),
-                                np.asarray(steps, np.int64), np.asarray(values, np.float64),
-                                np.asarray(walls, np.float64))
+    return out.frame(info)
 
 
 def run_files(target: Path) -> list[Path]:
