@@ -1,22 +1,37 @@
 """Condition kinds: a closed set of vectorised checks over one run's step x metric table.
 
 Every kind returns a `Signal`: a boolean mask over logged steps plus the observed values that
-explain it. Baselines look backwards only (the current step excluded) and never reach across a
-restart boundary; warm-up (`min_periods`) never fires. NaN/inf values are left to `nonfinite`.
+explain it, as numpy arrays. Baselines look backwards only (the current step excluded) and never
+reach across a restart boundary; warm-up (`min_periods`) never fires. NaN/inf values are left to
+`nonfinite`. Identical leaf conditions of several rules are computed once per run.
 """
 
 from __future__ import annotations
 
+import itertools
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.lib.stride_tricks import sliding_window_view
 
 
 class Skip(Exception):
     """The condition cannot be evaluated on this run (missing metric, too few steps)."""
+
+
+@dataclass
+class Series:
+    """A metric's logged finite values: `steps` (int64) and `values` (float64), step order."""
+
+    steps: np.ndarray
+    values: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.steps.size)
 
 
 @dataclass
@@ -32,39 +47,90 @@ class Context:
     early: pd.DataFrame | None = None  # the run's first steps when `wide` is a recent window
     memo: dict[str, Any] = field(default_factory=dict)  # leaf signals and series, per context
 
-    @property
-    def wall(self) -> pd.Series:
-        if not hasattr(self, "_wall"):
-            self._wall = self.wall_of()
-        return self._wall
+    def _arrays(self, frame: pd.DataFrame, metric: str) -> Series:
+        col = frame[metric]
+        ok = col.notna().to_numpy()
+        return Series(frame.index.to_numpy(dtype=np.int64)[ok],
+                      col.to_numpy(dtype=np.float64)[ok])
 
-    def series(self, metric: str, needs: int = 1) -> pd.Series:
+    def series(self, metric: str, needs: int = 1) -> Series:
         if metric not in self.wide.columns and metric not in self.nonfinite:
             raise Skip(f"metric {metric!r} not logged")
         key = f"series:{metric}"
         s = self.memo.get(key)
         if s is None:
-            s = self.memo[key] = (self.wide[metric].dropna() if metric in self.wide.columns
-                                  else pd.Series(dtype=float))
+            s = self.memo[key] = (self._arrays(self.wide, metric) if metric in self.wide.columns
+                                  else Series(np.empty(0, np.int64), np.empty(0)))
         if len(s) < needs:
             raise Skip(f"too few steps of {metric!r}: {len(s)} logged, needs {needs}")
         return s
 
-    def by_segment(self, s: pd.Series, fn: Callable[[pd.Series], pd.Series]) -> pd.Series:
+    def wall_series(self) -> Series:
+        w = self.wall_of()
+        return Series(w.index.to_numpy(dtype=np.int64), w.to_numpy(dtype=np.float64))
+
+    def segments(self, steps: np.ndarray) -> list[slice]:
+        """Slices of `steps` that lie within one restart segment each."""
+        if not self.segment_starts or steps.size == 0:
+            return [slice(0, steps.size)]
+        cuts = np.searchsorted(steps, np.asarray(self.segment_starts), side="left")
+        bounds = [0, *sorted(set(int(c) for c in cuts if 0 < c < steps.size)), steps.size]
+        return [slice(a, b) for a, b in itertools.pairwise(bounds)]
+
+    def by_segment(self, values: np.ndarray, steps: np.ndarray,
+                   fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """Apply a windowed computation within each restart segment separately."""
-        if not self.segment_starts or s.empty:
-            return fn(s)
-        seg = np.searchsorted(np.asarray(self.segment_starts), s.index.to_numpy(), side="right")
-        return pd.concat([fn(part) for _, part in s.groupby(seg, sort=True)])
+        parts = self.segments(steps)
+        if len(parts) == 1:
+            return fn(values)
+        return np.concatenate([fn(values[p]) for p in parts])
 
 
 @dataclass
 class Signal:
-    mask: pd.Series  # bool, indexed by step
-    observed: dict[str, pd.Series]  # name -> values by step
+    steps: np.ndarray  # int64, the logged steps the mask speaks of
+    mask: np.ndarray  # bool
+    observed: dict[str, np.ndarray]  # name -> values at those steps
     peak: str = "value"  # observed key that ranks the steps of an episode
     peak_max: bool = True  # the worst step has the largest (else smallest) peak value
     metrics: tuple[str, ...] = ()
+
+
+# -- windows ------------------------------------------------------------------------------
+def _nanmedian_rows(windows: np.ndarray, min_periods: int) -> np.ndarray:
+    counts = np.sum(~np.isnan(windows), axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        med = np.nanmedian(windows, axis=1) if windows.size else np.empty(0)
+    return np.where(counts >= min_periods, med, np.nan)
+
+
+def _prior_median(v: np.ndarray, window: int, min_periods: int) -> np.ndarray:
+    """Median of the previous `window` values (the current one excluded)."""
+    padded = np.concatenate([np.full(window, np.nan), v[:-1]]) if v.size else v
+    if v.size == 0:
+        return v
+    return _nanmedian_rows(sliding_window_view(padded, window), min_periods)
+
+
+def _trailing_median(v: np.ndarray, window: int) -> np.ndarray:
+    """Median of the last `window` values, the current one included (needs all of them)."""
+    if v.size == 0:
+        return v
+    padded = np.concatenate([np.full(window - 1, np.nan), v])
+    return _nanmedian_rows(sliding_window_view(padded, window), window)
+
+
+def _shift(v: np.ndarray, k: int) -> np.ndarray:
+    out = np.full(v.shape, np.nan)
+    if k < v.size:
+        out[k:] = v[: v.size - k]
+    return out
+
+
+def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(b != 0, a / np.where(b != 0, b, 1.0), np.nan)
 
 
 # -- kinds ------------------------------------------------------------------------------
@@ -74,14 +140,18 @@ def threshold(ctx: Context, spec: dict[str, Any]) -> Signal:
     Unhealthy: `rollout_kl: 9.97` with `above: 1.0`. Healthy: `rollout_kl: 0.001`.
     """
     metric = spec["metric"]
-    v = ctx.series(metric)
-    observed: dict[str, pd.Series] = {}
+    s = ctx.series(metric)
+    steps, v = s.steps, s.values
+    observed: dict[str, np.ndarray] = {}
     if "divided_by" in spec:
         d = ctx.series(spec["divided_by"])
-        num, den = v.align(d, join="inner")
+        steps, ia, ib = np.intersect1d(s.steps, d.steps, return_indices=True)
+        num, den = s.values[ia], d.values[ib]
+        v = _ratio(num, den)
+        ok = ~np.isnan(v)
+        steps, v, num, den = steps[ok], v[ok], num[ok], den[ok]
         observed = {"numerator": num, "denominator": den}
-        v = (num / den.where(den != 0)).dropna()
-    mask = pd.Series(True, index=v.index)
+    mask = np.ones(v.size, dtype=bool)
     peak_max = True
     if "above" in spec:
         mask &= v > spec["above"]
@@ -96,10 +166,9 @@ def threshold(ctx: Context, spec: dict[str, Any]) -> Signal:
         mask &= (v >= lo) & (v <= hi)
     observed["value"] = v
     if "outside" in spec:
-        mid = (spec["outside"][0] + spec["outside"][1]) / 2
-        observed["deviation"] = (v - mid).abs()
-        return Signal(mask, observed, "deviation", True, (metric,))
-    return Signal(mask, observed, "value", peak_max, (metric,))
+        observed["deviation"] = np.abs(v - (spec["outside"][0] + spec["outside"][1]) / 2)
+        return Signal(steps, mask, observed, "deviation", True, (metric,))
+    return Signal(steps, mask, observed, "value", peak_max, (metric,))
 
 
 def spike(ctx: Context, spec: dict[str, Any]) -> Signal:
@@ -111,21 +180,21 @@ def spike(ctx: Context, spec: dict[str, Any]) -> Signal:
     """
     metric = spec["metric"]
     window, min_periods = spec.get("window", 20), spec.get("min_periods", 5)
-    v = ctx.series(metric, needs=min_periods + 1)
-    base = ctx.by_segment(v, lambda s: s.shift(1).rolling(window, min_periods=min_periods)
-                          .median())
+    s = ctx.series(metric, needs=min_periods + 1)
+    v = s.values
+    base = ctx.by_segment(v, s.steps, lambda x: _prior_median(x, window, min_periods))
     delta = v - base
-    mask = base.notna() & (delta.abs() >= spec.get("min_delta", 0.0))
-    if "factor" in spec:
-        mask &= (v >= spec["factor"] * base) & (base > 0)
-        peak_max = True
-    else:
-        mask &= -delta >= spec["drop"] * base.abs()
-        peak_max = False
-    ratio = v / base.where(base != 0)
-    change = delta / base.abs().where(base != 0)
-    return Signal(mask, {"value": v, "baseline": base, "ratio": ratio, "change": change},
-                  "ratio" if "factor" in spec else "change", peak_max, (metric,))
+    has = ~np.isnan(base)
+    with np.errstate(invalid="ignore"):
+        mask = has & (np.abs(delta) >= spec.get("min_delta", 0.0))
+        if "factor" in spec:
+            mask &= (v >= spec["factor"] * base) & (base > 0)
+        else:
+            mask &= -delta >= spec["drop"] * np.abs(base)
+    observed = {"value": v, "baseline": base, "ratio": _ratio(v, base),
+                "change": _ratio(delta, np.abs(base))}
+    return Signal(s.steps, mask, observed, "ratio" if "factor" in spec else "change",
+                  "factor" in spec, (metric,))
 
 
 def relative(ctx: Context, spec: dict[str, Any]) -> Signal:
@@ -136,27 +205,27 @@ def relative(ctx: Context, spec: dict[str, Any]) -> Signal:
     metric = spec["metric"]
     first = spec.get("first_steps", 10)
     if ctx.early is not None and metric in ctx.early.columns:
-        v = ctx.series(metric)
-        head = ctx.early[metric].dropna()
+        s = ctx.series(metric)
+        head = ctx._arrays(ctx.early, metric)
         if len(head) < first:
             raise Skip(f"too few steps of {metric!r}: {len(head)} logged, needs {first + 1}")
-        ref = float(head.iloc[:first].median())
-        after = pd.Series(v.index > head.index[first - 1], index=v.index)
+        ref = float(np.median(head.values[:first]))
+        after = s.steps > head.steps[first - 1]
     else:
-        v = ctx.series(metric, needs=first + 1)
-        ref = float(v.iloc[:first].median())
-        after = pd.Series(np.arange(len(v)) >= first, index=v.index)
+        s = ctx.series(metric, needs=first + 1)
+        ref = float(np.median(s.values[:first]))
+        after = np.arange(len(s)) >= first
+    v = s.values
     mask = after.copy()
     if "below_factor" in spec:
         mask &= v < spec["below_factor"] * ref
     if "above_factor" in spec:
         mask &= v > spec["above_factor"] * ref
     if "min_delta" in spec:
-        mask &= (v - ref).abs() >= spec["min_delta"]
-    reference = pd.Series(ref, index=v.index)
-    ratio = v / ref if ref != 0 else pd.Series(np.nan, index=v.index)
-    return Signal(mask, {"value": v, "reference": reference, "ratio": ratio}, "value",
-                  "above_factor" in spec, (metric,))
+        mask &= np.abs(v - ref) >= spec["min_delta"]
+    observed = {"value": v, "reference": np.full(v.size, ref),
+                "ratio": v / ref if ref != 0 else np.full(v.size, np.nan)}
+    return Signal(s.steps, mask, observed, "value", "above_factor" in spec, (metric,))
 
 
 def trend(ctx: Context, spec: dict[str, Any]) -> Signal:
@@ -168,25 +237,20 @@ def trend(ctx: Context, spec: dict[str, Any]) -> Signal:
     metric = spec["metric"]
     window = spec["window"]
     edge = spec.get("edge", max(3, window // 10))
-    v = ctx.series(metric, needs=window)
-
-    def pct(s: pd.Series) -> pd.DataFrame:
-        end = s.rolling(edge, min_periods=edge).median()
-        start = end.shift(window - edge)
-        return pd.DataFrame({"start": start, "end": end})
-
-    se = ctx.by_segment(v, pct)
-    start, end = se["start"], se["end"]
-    change = (end - start) / start.abs().where(start != 0)
-    mask = change.notna()
-    if "above" in spec:
-        mask &= change > spec["above"]
-    if "below" in spec:
-        mask &= change < spec["below"]
-    if "abs_below" in spec:
-        mask &= change.abs() < spec["abs_below"]
-    return Signal(mask, {"value": v, "start": start, "end": end, "pct_change": change},
-                  "pct_change", "below" not in spec, (metric,))
+    s = ctx.series(metric, needs=window)
+    end = ctx.by_segment(s.values, s.steps, lambda x: _trailing_median(x, edge))
+    start = ctx.by_segment(end, s.steps, lambda x: _shift(x, window - edge))
+    change = _ratio(end - start, np.abs(start))
+    mask = ~np.isnan(change)
+    with np.errstate(invalid="ignore"):
+        if "above" in spec:
+            mask &= change > spec["above"]
+        if "below" in spec:
+            mask &= change < spec["below"]
+        if "abs_below" in spec:
+            mask &= np.abs(change) < spec["abs_below"]
+    observed = {"value": s.values, "start": start, "end": end, "pct_change": change}
+    return Signal(s.steps, mask, observed, "pct_change", "below" not in spec, (metric,))
 
 
 def nonfinite(ctx: Context, spec: dict[str, Any]) -> Signal:
@@ -194,15 +258,16 @@ def nonfinite(ctx: Context, spec: dict[str, Any]) -> Signal:
     metric = spec["metric"]
     if metric not in ctx.wide.columns and metric not in ctx.nonfinite:
         raise Skip(f"metric {metric!r} not logged")
-    bad = ctx.nonfinite.get(metric, pd.Index([], dtype="int64"))
-    logged = ctx.wide[metric].dropna().index if metric in ctx.wide.columns else bad[:0]
-    index = logged.union(bad)
-    mask = pd.Series(index.isin(bad), index=index)
-    value = pd.Series(np.where(mask, np.nan, 0.0), index=index)
-    if metric in ctx.wide.columns:
-        value[~mask] = ctx.wide[metric].reindex(index[~mask.to_numpy()]).to_numpy()
-    return Signal(mask, {"value": value, "count": mask.cumsum().astype(float)}, "count", True,
-                  (metric,))
+    bad = np.asarray(ctx.nonfinite.get(metric, pd.Index([], dtype="int64")), dtype=np.int64)
+    s = (ctx.series(metric) if metric in ctx.wide.columns
+         else Series(np.empty(0, np.int64), np.empty(0)))
+    steps = np.union1d(s.steps, bad)
+    mask = np.isin(steps, bad)
+    value = np.full(steps.size, np.nan)
+    value[np.isin(steps, s.steps)] = s.values[np.isin(s.steps, steps)]
+    value[mask] = np.nan
+    return Signal(steps, mask, {"value": value, "count": np.cumsum(mask).astype(float)},
+                  "count", True, (metric,))
 
 
 def stuck(ctx: Context, spec: dict[str, Any]) -> Signal:
@@ -213,14 +278,18 @@ def stuck(ctx: Context, spec: dict[str, Any]) -> Signal:
     """
     metric = spec["metric"]
     n = spec["steps"]
-    v = ctx.series(metric, needs=n)
-    same = v == spec["value"] if "value" in spec else v.eq(v.shift(1)) | v.eq(v.shift(-1))
+    s = ctx.series(metric, needs=n)
+    v = s.values
+    if "value" in spec:
+        same = v == spec["value"]
+    else:
+        eq = np.concatenate([[False], v[1:] == v[:-1]])
+        same = eq | np.concatenate([eq[1:], [False]])
     if ctx.decimals is not None:
-        same &= v.abs() >= 0.5 * 10.0 ** -ctx.decimals
-    held = _held(same.to_numpy())
-    return Signal(pd.Series(held >= n, index=v.index),
-                  {"value": v, "held": pd.Series(held, index=v.index, dtype=float)},
-                  "held", True, (metric,))
+        same &= np.abs(v) >= 0.5 * 10.0 ** -ctx.decimals
+    held = _held(same)
+    return Signal(s.steps, held >= n, {"value": v, "held": held.astype(float)}, "held", True,
+                  (metric,))
 
 
 def stall(ctx: Context, spec: dict[str, Any]) -> Signal:
@@ -232,16 +301,25 @@ def stall(ctx: Context, spec: dict[str, Any]) -> Signal:
     metric = spec.get("metric", "step_time")
     min_periods = spec.get("min_periods", 5)
     if metric in ctx.wide.columns:
-        d = ctx.series(metric, needs=min_periods + 1)
+        s = ctx.series(metric, needs=min_periods + 1)
+        steps, d = s.steps, s.values
     else:
-        if ctx.wall.empty:
+        w = ctx.wall_series()
+        if len(w) == 0:
             raise Skip(f"metric {metric!r} not logged and the source has no wall times")
-        d = ctx.by_segment(ctx.wall, lambda s: s.diff()).dropna()
-        if len(d) < min_periods + 1:
-            raise Skip(f"too few steps with wall times: {len(d)}, needs {min_periods + 1}")
-    base = ctx.by_segment(d, lambda s: s.shift(1).expanding(min_periods=min_periods).median())
-    mask = base.notna() & (d >= spec["factor"] * base) & (base > 0)
-    return Signal(mask, {"value": d, "baseline": base, "ratio": d / base.where(base > 0)},
+        d = ctx.by_segment(w.values, w.steps, lambda x: x - _shift(x, 1))
+        ok = ~np.isnan(d)
+        steps, d = w.steps[ok], d[ok]
+        if d.size < min_periods + 1:
+            raise Skip(f"too few steps with wall times: {d.size}, needs {min_periods + 1}")
+
+    def expanding(x: np.ndarray) -> np.ndarray:  # the median of every step before
+        return pd.Series(x).shift(1).expanding(min_periods=min_periods).median().to_numpy()
+
+    base = ctx.by_segment(d, steps, expanding)
+    with np.errstate(invalid="ignore"):
+        mask = ~np.isnan(base) & (d >= spec["factor"] * base) & (base > 0)
+    return Signal(steps, mask, {"value": d, "baseline": base, "ratio": _ratio(d, base)},
                   "ratio", True, (metric,))
 
 
@@ -251,9 +329,11 @@ def count(ctx: Context, spec: dict[str, Any]) -> Signal:
     Unhealthy: three grad-norm spikes in 20 steps. Healthy: one spike every few hundred steps.
     """
     inner = evaluate(ctx, spec["of"])
-    hits = inner.mask.astype(float).rolling(spec["within"], min_periods=1).sum()
-    observed = {**inner.observed, "count": hits}
-    return Signal(hits >= spec["at_least"], observed, "count", True, inner.metrics)
+    c = np.cumsum(inner.mask.astype(float))
+    hits = c - _shift(c, spec["within"])
+    hits = np.where(np.isnan(hits), c, hits)
+    return Signal(inner.steps, hits >= spec["at_least"], {**inner.observed, "count": hits},
+                  "count", True, inner.metrics)
 
 
 def _combine(ctx: Context, specs: list[dict[str, Any]], how: str) -> Signal:
@@ -267,27 +347,32 @@ def _combine(ctx: Context, specs: list[dict[str, Any]], how: str) -> Signal:
             skipped.append(str(exc))
     if not signals:
         raise Skip("; ".join(skipped))
-    index = signals[0].mask.index
-    same = all(s.mask.index.equals(index) for s in signals[1:])
-    for s in signals[1:]:
-        if not same:
-            index = index.union(s.mask.index)
-    observed: dict[str, pd.Series] = {}
+    steps = signals[0].steps
+    same = all(np.array_equal(s.steps, steps) for s in signals[1:])
+    if not same:
+        steps = np.unique(np.concatenate([s.steps for s in signals]))
+    observed: dict[str, np.ndarray] = {}
     masks = []
     for s in signals:
-        # a sparse metric (validation every k steps) keeps its state until its next log
-        masks.append(s.mask if same else
-                     s.mask.astype(float).reindex(index).ffill().fillna(0.0).astype(bool))
+        if same:
+            pos, valid = None, None
+        else:  # a sparse metric (validation every k steps) keeps its state until its next log
+            pos = np.searchsorted(s.steps, steps, side="right") - 1
+            valid = pos >= 0
+            pos = np.maximum(pos, 0)
+        masks.append(s.mask if same else (s.mask[pos] & valid) if s.mask.size
+                     else np.zeros(steps.size, bool))
         leaf = len(set(s.metrics)) == 1
-        for key, series in s.observed.items():
-            aligned = series if same else series.reindex(index).ffill()
+        for key, values in s.observed.items():
+            aligned = values if same else np.where(valid, values[pos], np.nan) if values.size \
+                else np.full(steps.size, np.nan)
             observed.setdefault(key, aligned)
             if leaf and "." not in key:
                 observed.setdefault(f"{s.metrics[0]}.{key}", aligned)
-    stacked = np.vstack([m.to_numpy() for m in masks])
+    stacked = np.vstack(masks)
     mask = stacked.all(axis=0) if how == "all" else stacked.any(axis=0)
     first = signals[0]
-    return Signal(pd.Series(mask, index=index), observed, first.peak, first.peak_max,
+    return Signal(steps, mask, observed, first.peak, first.peak_max,
                   tuple(m for s in signals for m in s.metrics))
 
 

@@ -108,14 +108,14 @@ def evaluate_rule(ctx: Context, rule: Rule, run: str = "", *, detail: bool = Tru
         base.state, base.reason = "skipped", str(exc)
         return base, None, None
     base.metrics = {m: ctx.tags.get(m, m) for m in dict.fromkeys(sig.metrics)}
-    mask = sig.mask.to_numpy(dtype=bool)
+    mask = sig.mask
     held = _held(mask)
     active = held >= rule.for_
     idx = np.arange(mask.size)
     last_active = np.maximum.accumulate(np.where(active, idx, -(10**9)))
     firing = idx - last_active <= rule.keep_firing_for
-    steps = sig.mask.index.to_numpy()
-    fire = pd.Series(firing, index=sig.mask.index)
+    steps = sig.steps
+    fire = pd.Series(firing, index=steps)
     if firing.any():
         edges = np.flatnonzero(np.diff(np.concatenate([[0], firing.astype(np.int8), [0]])))
         spans = list(zip(edges[::2], edges[1::2] - 1, strict=True))
@@ -145,15 +145,15 @@ def _context(ctx: Context, metric: str, ep: Episode, before: int = 30, after: in
 
 def _episode(rule: Rule, sig: Signal, steps: np.ndarray, a: int, b: int,
              held: np.ndarray) -> Episode:
-    peak_values = sig.observed[sig.peak].iloc[a:b + 1].to_numpy(dtype=float)
-    cond = sig.mask.iloc[a:b + 1].to_numpy()
+    peak_values = np.asarray(sig.observed[sig.peak][a:b + 1], dtype=float)
+    cond = sig.mask[a:b + 1]
     ranked = np.where(cond & ~np.isnan(peak_values), peak_values, np.nan)
     if np.isnan(ranked).all():
         k = int(np.argmax(cond)) if cond.any() else 0
     else:
         k = int(np.nanargmax(ranked) if sig.peak_max else np.nanargmin(ranked))
     at = a + k
-    observed = {name: float(s.iloc[at]) for name, s in sig.observed.items()}
+    observed = {name: float(v[at]) for name, v in sig.observed.items()}
     summary = render_summary(rule.summary, observed, step=int(steps[at]),
                              first_step=int(steps[a]), last_step=int(steps[b]),
                              steps=int(b - a + 1))

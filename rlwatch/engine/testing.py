@@ -122,10 +122,11 @@ class Case:
                 failures.append(f"{code} at {where}: expected {exp['state']}, got {got}{detail}")
                 continue
             for key, want in (exp.get("observed") or {}).items():
-                if sig is None or key not in sig.observed or step not in sig.observed[key].index:
+                at = np.flatnonzero(sig.steps == step) if sig is not None else []
+                if sig is None or key not in sig.observed or len(at) == 0:
                     failures.append(f"{code} at {where}: no observed value {key!r}")
                     continue
-                have = float(sig.observed[key].loc[step])
+                have = float(sig.observed[key][at[0]])
                 if not _close(have, float(want)):
                     failures.append(f"{code} at {where}: observed {key} expected {want}, "
                                     f"got {have:.6g}")
