@@ -128,8 +128,9 @@ class RunFrame:
             "wall_time": wall_time,
             "source": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=[info.source]),
         })
-        for col in ("metric", "tag"):
-            data[col] = data[col].cat.remove_unused_categories()
+        if not present.all():  # tags a reader knows but that have no rows here
+            for col in ("metric", "tag"):
+                data[col] = data[col].cat.remove_unused_categories()
         return cls(data, {info.name: info})
 
     @classmethod

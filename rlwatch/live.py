@@ -24,7 +24,7 @@ from rlwatch.errors import RlwatchError
 from rlwatch.frame import RunFrame, RunInfo
 from rlwatch.render.dashboard import ago
 
-WINDOW = 200  # recent logged steps the rules look at
+WINDOW = 120  # recent logged steps the rules look at (the longest rule window is 50 + 20)
 HEAD = 20  # first logged steps kept for early levels (relative conditions)
 KEY_METRICS = ("reward_mean", "entropy", "kl_ref", "grad_norm", "response_length_mean",
                "truncation_rate", "val_score")
@@ -135,15 +135,18 @@ class Watch:
             w = pd.DataFrame({"step": sub["step"].to_numpy(),
                               "metric": sub["metric"].astype(str).to_numpy(),
                               "value": np.where(bad, np.nan, values)})
-            delta = w.pivot_table(index="step", columns="metric", values="value",
-                                  aggfunc="last", dropna=False)
+            if w.duplicated(["step", "metric"]).any():
+                w = w.drop_duplicates(["step", "metric"], keep="last")
+            delta = w.pivot(index="step", columns="metric", values="value")
             for m, f in state.info.scales.items():
                 if m in delta.columns:
                     delta[m] = delta[m] * f
-            wide = pd.concat([state.wide, delta]) if len(state.wide) else delta
-            if not wide.index.is_monotonic_increasing or wide.index.has_duplicates:
-                wide = wide.groupby(level=0).last().sort_index()
-            state.wide = wide
+            if not len(state.wide):
+                state.wide = delta
+            elif delta.index[0] > state.wide.index[-1]:  # the usual case: new steps only
+                state.wide = pd.concat([state.wide, delta])
+            else:  # re-logged or out-of-order steps: the last write wins
+                state.wide = pd.concat([state.wide, delta]).groupby(level=0).last()
         state.last_change = now
         if state.stale:
             state.stale = False

@@ -146,9 +146,9 @@ def detect(tags: list[str], cat: Catalogue | None = None) -> tuple[str | None, s
 
 def resolve(tags: list[str], cat: Catalogue | None = None) -> Resolution:
     """Map a run's raw tags to canonical metrics (cached: a followed run asks again and again)."""
-    import copy
-
-    return copy.deepcopy(_resolve(tuple(sorted(tags)), cat or catalogue()))
+    r = _resolve(tuple(sorted(tags)), cat or catalogue())
+    return Resolution(r.framework, r.version, dict(r.canonical), dict(r.metric_of),
+                      dict(r.scales), list(r.unmapped))
 
 
 @cache

@@ -9,7 +9,6 @@ reach across a restart boundary; warm-up (`min_periods`) never fires. NaN/inf va
 from __future__ import annotations
 
 import itertools
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,11 +97,16 @@ class Signal:
 
 # -- windows ------------------------------------------------------------------------------
 def _nanmedian_rows(windows: np.ndarray, min_periods: int) -> np.ndarray:
+    """Median of each row's non-NaN values (NaN where fewer than `min_periods`), by sorting:
+    NaN sorts last, so the middle of the first `count` values is the median."""
+    if windows.size == 0:
+        return np.empty(windows.shape[0])
+    ordered = np.sort(windows, axis=1)
     counts = np.sum(~np.isnan(windows), axis=1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        med = np.nanmedian(windows, axis=1) if windows.size else np.empty(0)
-    return np.where(counts >= min_periods, med, np.nan)
+    rows = np.arange(ordered.shape[0])
+    lo = ordered[rows, np.maximum((counts - 1) // 2, 0)]
+    hi = ordered[rows, np.minimum(counts // 2, ordered.shape[1] - 1)]
+    return np.where(counts >= max(min_periods, 1), (lo + hi) / 2, np.nan)
 
 
 def _prior_median(v: np.ndarray, window: int, min_periods: int) -> np.ndarray:

@@ -96,8 +96,8 @@ def context(frame: Any, run: str, metrics: list[str] | None = None) -> Context:
 
 
 def evaluate_rule(ctx: Context, rule: Rule, run: str = "", *, detail: bool = True
-                  ) -> tuple[Verdict, pd.Series | None, Signal | None]:
-    """The verdict of one rule, the per-step firing mask and the signal behind it.
+                  ) -> tuple[Verdict, tuple[np.ndarray, np.ndarray] | None, Signal | None]:
+    """The verdict of one rule, the per-step firing mask (steps, firing) and its signal.
 
     `detail=False` (live following) keeps only the last episode and skips checks and context.
     """
@@ -115,7 +115,7 @@ def evaluate_rule(ctx: Context, rule: Rule, run: str = "", *, detail: bool = Tru
     last_active = np.maximum.accumulate(np.where(active, idx, -(10**9)))
     firing = idx - last_active <= rule.keep_firing_for
     steps = sig.steps
-    fire = pd.Series(firing, index=steps)
+    fire = (steps, firing)
     if firing.any():
         edges = np.flatnonzero(np.diff(np.concatenate([[0], firing.astype(np.int8), [0]])))
         spans = list(zip(edges[::2], edges[1::2] - 1, strict=True))

@@ -114,8 +114,8 @@ class Case:
             elif step is None:
                 got = "firing" if verdict.fired else "ok"
             else:
-                got = "firing" if (firing is not None and step in firing.index
-                                   and bool(firing.loc[step])) else "ok"
+                hit = np.flatnonzero(firing[0] == step) if firing is not None else []
+                got = "firing" if len(hit) and bool(firing[1][hit[0]]) else "ok"
             where = f"step {step}" if step is not None else "the run"
             if got != exp["state"]:
                 detail = f" ({verdict.reason})" if verdict.reason else ""
