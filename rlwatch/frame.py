@@ -218,8 +218,15 @@ class RunFrame:
             raise ValueError("more than one row per (run, tag, step)")
 
 
+_EMPTY: pd.DataFrame | None = None
+
+
 def _empty_data() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in DTYPES.items()})
+    """The empty frame, built once (polls that find nothing new return it often)."""
+    global _EMPTY
+    if _EMPTY is None:
+        _EMPTY = pd.DataFrame({c: pd.Series(dtype=t) for c, t in DTYPES.items()})
+    return _EMPTY
 
 
 def _restarts_and_last_writes(tag: np.ndarray, step: np.ndarray
