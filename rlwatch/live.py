@@ -50,7 +50,7 @@ class Event:
 class RunState:
     name: str
     info: RunInfo
-    wide: pd.DataFrame
+    chunks: list[pd.DataFrame]  # the step x metric table, in pieces appended per poll
     nonfinite: dict[str, set[int]] = field(default_factory=dict)
     parts: list[pd.DataFrame] = field(default_factory=list)  # every row seen, as delivered
     first_seen: float = field(default_factory=time.time)
@@ -60,8 +60,36 @@ class RunState:
     stale: bool = False
 
     @property
+    def wide(self) -> pd.DataFrame:
+        """The whole table (joined once, when asked)."""
+        if len(self.chunks) > 1:
+            self.chunks = [pd.concat(self.chunks)]
+        return self.chunks[0] if self.chunks else pd.DataFrame()
+
+    def window(self, head: int, tail: int) -> tuple[pd.DataFrame | None, pd.DataFrame]:
+        """(first `head` rows or None, last `tail` rows), joining only the pieces needed."""
+        total = sum(len(c) for c in self.chunks)
+        if total <= head + tail:
+            return None, self.wide
+        picked, n = [], 0
+        for c in reversed(self.chunks):
+            picked.append(c)
+            n += len(c)
+            if n >= tail:
+                break
+        recent = pd.concat(picked[::-1]) if len(picked) > 1 else picked[0]
+        first, n = [], 0
+        for c in self.chunks:
+            first.append(c)
+            n += len(c)
+            if n >= head:
+                break
+        early = pd.concat(first) if len(first) > 1 else first[0]
+        return early.iloc[:head], recent.iloc[-tail:]
+
+    @property
     def last_step(self) -> int | None:
-        return int(self.wide.index[-1]) if len(self.wide) else None
+        return int(self.chunks[-1].index[-1]) if self.chunks else None
 
     def rate(self) -> float | None:
         """Steps per minute over the last polls that brought steps."""
@@ -118,7 +146,7 @@ class Watch:
         if state is None:
             if rows.empty:
                 return events
-            state = self.runs[name] = RunState(name, info, pd.DataFrame())
+            state = self.runs[name] = RunState(name, info, [])
             fw = f" ({info.framework})" if info.framework else ""
             events.append(Event("appeared", name, f"appeared{fw}: {info.address}"))
         if rows.empty:
@@ -129,11 +157,11 @@ class Watch:
         if len(sub):
             values = sub["value"].to_numpy()
             bad = ~np.isfinite(values)
-            for metric, step in zip(sub["metric"].astype(str)[bad], sub["step"][bad],
-                                    strict=True):
+            metrics = sub["metric"].astype(str).to_numpy()
+            steps = sub["step"].to_numpy()
+            for metric, step in zip(metrics[bad], steps[bad], strict=True):
                 state.nonfinite.setdefault(metric, set()).add(int(step))
-            w = pd.DataFrame({"step": sub["step"].to_numpy(),
-                              "metric": sub["metric"].astype(str).to_numpy(),
+            w = pd.DataFrame({"step": steps, "metric": metrics,
                               "value": np.where(bad, np.nan, values)})
             if w.duplicated(["step", "metric"]).any():
                 w = w.drop_duplicates(["step", "metric"], keep="last")
@@ -141,12 +169,12 @@ class Watch:
             for m, f in state.info.scales.items():
                 if m in delta.columns:
                     delta[m] = delta[m] * f
-            if not len(state.wide):
-                state.wide = delta
-            elif delta.index[0] > state.wide.index[-1]:  # the usual case: new steps only
-                state.wide = pd.concat([state.wide, delta])
+            if not state.chunks or delta.index[0] > state.chunks[-1].index[-1]:
+                state.chunks.append(delta)  # the usual case: new steps only
+                if len(state.chunks) > 64:
+                    state.chunks = [pd.concat(state.chunks)]
             else:  # re-logged or out-of-order steps: the last write wins
-                state.wide = pd.concat([state.wide, delta]).groupby(level=0).last()
+                state.chunks = [pd.concat([state.wide, delta]).groupby(level=0).last()]
         state.last_change = now
         if state.stale:
             state.stale = False
@@ -183,9 +211,7 @@ class Watch:
 
     def _context(self, state: RunState) -> Context:
         """The recent window; early levels come from the run's first steps (`early`)."""
-        wide, early = state.wide, None
-        if len(wide) > HEAD + WINDOW:
-            early, wide = wide.iloc[:HEAD], wide.iloc[-WINDOW:]
+        early, wide = state.window(HEAD, WINDOW)
         first = wide.index[0] if len(wide) else 0
         starts = sorted({r.step for r in state.info.restarts if r.step > first})
         nonfinite = {m: pd.Index(sorted(s for s in steps if s >= first))

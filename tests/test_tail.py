@@ -173,3 +173,20 @@ def test_the_tty_dashboard_under_tmux(tmp_path: Path) -> None:
         assert "EXIT=0" in screen and "Traceback" not in screen
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def test_a_run_followed_from_its_start_keeps_its_early_level(tmp_path: Path) -> None:
+    """Early levels come from the first steps even when they arrived a few per poll."""
+    log = tmp_path / "run.log"
+    log.write_text("")
+    watch = Watch([str(log)], RULES)
+    events = []
+    for step in range(400):
+        entropy = 0.5 if step < 300 else 0.01
+        with open(log, "a") as fh:
+            fh.write(f"step:{step} - actor/entropy:{entropy} - actor/pg_clipfrac:0.001\n")
+        if step % 3 == 0:
+            events += watch.poll()
+    events += watch.poll()
+    fired = [e for e in events if e.kind == "fired" and e.verdict.code == "EX01"]
+    assert fired and "of its early level (0.5)" in fired[0].message
