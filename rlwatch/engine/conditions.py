@@ -47,10 +47,17 @@ class Context:
     memo: dict[str, Any] = field(default_factory=dict)  # leaf signals and series, per context
 
     def _arrays(self, frame: pd.DataFrame, metric: str) -> Series:
-        col = frame[metric]
-        ok = col.notna().to_numpy()
-        return Series(frame.index.to_numpy(dtype=np.int64)[ok],
-                      col.to_numpy(dtype=np.float64)[ok])
+        """A column's logged values, from the table turned into one numpy matrix once."""
+        key = f"matrix:{id(frame)}"
+        cached = self.memo.get(key)
+        if cached is None:
+            cached = self.memo[key] = (
+                {str(c): i for i, c in enumerate(frame.columns)},
+                frame.to_numpy(dtype=np.float64), frame.index.to_numpy(dtype=np.int64), frame)
+        cols, matrix, steps, _ = cached
+        col = matrix[:, cols[metric]]
+        ok = ~np.isnan(col)
+        return Series(steps[ok], col[ok])
 
     def series(self, metric: str, needs: int = 1) -> Series:
         if metric not in self.wide.columns and metric not in self.nonfinite:
