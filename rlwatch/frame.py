@@ -12,6 +12,7 @@ rule never compares across a seam as if it were one curve.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,6 +69,9 @@ class RunInfo:
 
 
 def _plain(v: object) -> object:
+    """A JSON-safe fact: strings, numbers, booleans; NaN/inf and anything else as text."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
     return v if isinstance(v, str | int | float | bool) or v is None else str(v)
 
 

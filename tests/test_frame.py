@@ -101,3 +101,12 @@ def test_from_arrays_with_no_rows() -> None:
                                  np.empty(0), np.empty(0))
     frame.validate()
     assert frame.steps("empty") == (0, 0, 0)
+
+
+def test_run_facts_serialise_to_valid_json() -> None:
+    import json
+
+    info = RunInfo("r", "test", "-", hparams={"lr": float("nan"), "beta": float("inf"),
+                                              "layers": [1, 2], "name": "x", "n": 3})
+    doc = json.loads(json.dumps(info.to_dict(), allow_nan=False))
+    assert doc["hparams"] == {"lr": "nan", "beta": "inf", "layers": "[1, 2]", "name": "x", "n": 3}
