@@ -9,22 +9,17 @@ included), the load time of the same run, and their ratio.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_tensorboard import TAG_STEMS, ensure_run
+from bench_tensorboard import TAG_STEMS, bench_args, ensure_run
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tags", type=int, default=150)
-    ap.add_argument("--steps", type=int, default=20_000)
-    ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "rlwatch-bench")
+    ap = bench_args(__doc__.splitlines()[0])
     args = ap.parse_args()
     run = ensure_run(args.dir, args.tags, args.steps).parent
 

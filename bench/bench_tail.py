@@ -7,7 +7,6 @@ runs at the default 2 s interval (target < 2% of a core).
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
@@ -15,14 +14,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_tensorboard import ensure_run, tags
+from bench_tensorboard import bench_args, ensure_run, tags
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tags", type=int, default=150)
-    ap.add_argument("--steps", type=int, default=20_000)
-    ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "rlwatch-bench")
+    ap = bench_args(__doc__.splitlines()[0])
     ap.add_argument("--idle-seconds", type=float, default=20.0)
     args = ap.parse_args()
     run = ensure_run(args.dir, args.tags, args.steps).parent

@@ -48,6 +48,15 @@ def generate(run_dir: Path, n_tags: int, steps: int) -> Path:
     return next(run_dir.glob("events.out.tfevents.*"))
 
 
+def bench_args(description: str) -> argparse.ArgumentParser:
+    """The options every benchmark shares: the size of the run and where it is cached."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--tags", type=int, default=150)
+    ap.add_argument("--steps", type=int, default=20_000)
+    ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "rlwatch-bench")
+    return ap
+
+
 def ensure_run(directory: Path, n_tags: int, steps: int) -> Path:
     """The benchmark run's event file, written once with tensorboardX and then reused."""
     run = directory / f"tb_{n_tags}x{steps}"
@@ -123,10 +132,7 @@ print(json.dumps({{"seconds": elapsed, "rss_gb": rss, "rows": rows}}))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tags", type=int, default=150)
-    ap.add_argument("--steps", type=int, default=20_000)
-    ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "rlwatch-bench")
+    ap = bench_args(__doc__.splitlines()[0])
     ap.add_argument("--skip-tbparse", action="store_true", help="tbparse takes ~80 s at 3M")
     ap.add_argument("--repeat", type=int, default=3, help="runs per method; the median is kept")
     args = ap.parse_args()

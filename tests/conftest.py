@@ -33,6 +33,21 @@ def write_tbx(run: Path, series: dict[str, list[float]], steps: list[int] | None
     return new
 
 
+def tb_record(step: int, tag: str, value: float, wall_time: float | None = None) -> bytes:
+    """One scalar event framed as TensorBoard's own RecordWriter frames it."""
+    import io
+
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    ev = event_pb2.Event(wall_time=1.7e9 + step if wall_time is None else wall_time, step=step,
+                         summary=summary_pb2.Summary(
+                             value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)]))
+    buf = io.BytesIO()
+    RecordWriter(buf).write(ev.SerializeToString())
+    return buf.getvalue()
+
+
 @pytest.fixture
 def tbx_run(tmp_path: Path) -> Path:
     """A small verl-shaped run written by tensorboardX: 3 tags x 40 steps."""

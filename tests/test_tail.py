@@ -3,7 +3,6 @@ alerts, and the real TTY dashboard driven under tmux."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
@@ -15,24 +14,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, tb_record
 
 from rlwatch.engine.rules import load_rules
 from rlwatch.live import Watch
 from rlwatch.sources import load
 
 RULES = load_rules()
-
-
-def _record(step: int, tag: str, value: float) -> bytes:
-    from tensorboard.compat.proto import event_pb2, summary_pb2
-    from tensorboard.summary.writer.record_writer import RecordWriter
-
-    ev = event_pb2.Event(wall_time=1.7e9 + step, step=step, summary=summary_pb2.Summary(
-        value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)]))
-    buf = io.BytesIO()
-    RecordWriter(buf).write(ev.SerializeToString())
-    return buf.getvalue()
 
 
 def _canon(d: pd.DataFrame) -> pd.DataFrame:
@@ -58,7 +46,7 @@ def test_tail_sees_every_row_once_while_writers_append(tmp_path: Path) -> None:
         pending = b""
         for step in range(60):
             entropy = 0.5 if step < 30 else 0.005
-            data = pending + b"".join(_record(step, t, v) for t, v in (
+            data = pending + b"".join(tb_record(step, t, v) for t, v in (
                 ("actor/entropy", entropy), ("actor/grad_norm", 0.3),
                 ("response_length/clip_ratio", 0.5 if step >= 30 else 0.01)))
             cut = len(data) - 7 if step % 3 == 0 else len(data)  # a partial record now and then

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import FIXTURES, fixture_event_files, write_tbx
+from conftest import FIXTURES, fixture_event_files, tb_record, write_tbx
 
 from rlwatch.errors import SourceError
 from rlwatch.sources import _tfrecord, tensorboard
@@ -185,9 +185,6 @@ def test_several_event_files_of_a_run_are_read_in_write_order(tmp_path: Path) ->
 
 class TestFollower:
     def test_polls_return_only_new_rows_and_add_up_to_a_batch_read(self, tmp_path: Path) -> None:
-        from tensorboard.compat.proto import event_pb2, summary_pb2
-        from tensorboard.summary.writer.record_writer import RecordWriter
-
         run = tmp_path / "run"
         f = write_tbx(run, {"actor/entropy": [0.5, 0.4], "actor/grad_norm": [1.0, 1.1]})
         follower = tensorboard.Follower(tmp_path)
@@ -195,16 +192,7 @@ class TestFollower:
         assert len(seen[0]) == 4
         assert len(follower.poll().data) == 0  # nothing new, nothing returned
 
-        def record(step: int, tag: str, v: float) -> bytes:
-            ev = event_pb2.Event(wall_time=2e9 + step, step=step, summary=summary_pb2.Summary(
-                value=[summary_pb2.Summary.Value(tag=tag, simple_value=v)]))
-            import io
-
-            buf = io.BytesIO()
-            RecordWriter(buf).write(ev.SerializeToString())
-            return buf.getvalue()
-
-        r1, r2 = record(2, "actor/entropy", 0.3), record(2, "actor/grad_norm", 1.2)
+        r1, r2 = tb_record(2, "actor/entropy", 0.3), tb_record(2, "actor/grad_norm", 1.2)
         with open(f, "ab") as fh:  # one whole record and the first half of the next
             fh.write(r1 + r2[:9])
         seen.append(follower.poll().data)
