@@ -36,10 +36,24 @@ def main() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
-                               db, "--default-artifact-root", str(d / "art"), "--host",
-                               "127.0.0.1", "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            db,
+            "--default-artifact-root",
+            str(d / "art"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     uri = f"http://127.0.0.1:{port}"
     try:
         for _ in range(600):
@@ -62,8 +76,10 @@ def main() -> None:
                     batch = []
         if batch:
             client.log_batch(rid, metrics=batch)
-        print(f"logged {args.keys * args.steps:,} points in {time.perf_counter() - t0:.0f} s",
-              file=sys.stderr)
+        print(
+            f"logged {args.keys * args.steps:,} points in {time.perf_counter() - t0:.0f} s",
+            file=sys.stderr,
+        )
 
         def timed(fn):
             t = time.perf_counter()
@@ -81,13 +97,17 @@ def main() -> None:
     total = args.keys * args.steps
     print(f"run: {args.keys} keys x {args.steps:,} steps = {total:,} points")
     print(f"{'method':<52}{'seconds':>9}{'points':>10}")
-    for label, (sec, n) in [("rlwatch, http server (REST, 8 keys at a time)", rl_rest),
-                            ("MlflowClient.get_metric_history per key, http", base_rest),
-                            ("rlwatch, sqlite store (SQL)", rl_sql),
-                            ("MlflowClient.get_metric_history per key, sqlite", base_sql)]:
+    for label, (sec, n) in [
+        ("rlwatch, http server (REST, 8 keys at a time)", rl_rest),
+        ("MlflowClient.get_metric_history per key, http", base_rest),
+        ("rlwatch, sqlite store (SQL)", rl_sql),
+        ("MlflowClient.get_metric_history per key, sqlite", base_sql),
+    ]:
         print(f"{label:<52}{sec:>9.2f}{n:>10,}")
-    print(f"\nspeed-up over the client, http server: {base_rest[0] / rl_rest[0]:5.1f}x "
-          "(target >= 10x)")
+    print(
+        f"\nspeed-up over the client, http server: {base_rest[0] / rl_rest[0]:5.1f}x "
+        "(target >= 10x)"
+    )
     print(f"speed-up over the client, sqlite store: {base_sql[0] / rl_sql[0]:5.1f}x")
 
 

@@ -38,8 +38,10 @@ def main() -> None:
         evals.append(time.perf_counter() - t0)
     load, ev = statistics.median(loads), statistics.median(evals)
     evaluated = sum(v.state != "skipped" for v in verdicts)
-    print(f"run: {len(frame.data):,} scalars ({args.tags} tags x {args.steps:,} steps; "
-          f"{len(TAG_STEMS)} verl-named tags)")
+    print(
+        f"run: {len(frame.data):,} scalars ({args.tags} tags x {args.steps:,} steps; "
+        f"{len(TAG_STEMS)} verl-named tags)"
+    )
     print(f"rules: {len(rules.rules)} ({evaluated} evaluated, the rest skipped: metric not logged)")
     print(f"load (tensorboard.load):        {load:7.3f} s")
     print(f"evaluate the whole pack:        {ev:7.3f} s   (target <= 1 s)")

@@ -47,9 +47,11 @@ def main() -> None:
                 for step in range(10):
                     for j, tag in enumerate(tags(args.tags)):
                         v = summary_pb2.Summary.Value(tag=tag, simple_value=float(j))
-                        ev = event_pb2.Event(wall_time=time.time(),
-                                             step=args.steps + 10 * k + step,
-                                             summary=summary_pb2.Summary(value=[v]))
+                        ev = event_pb2.Event(
+                            wall_time=time.time(),
+                            step=args.steps + 10 * k + step,
+                            summary=summary_pb2.Summary(value=[v]),
+                        )
                         w.write(ev.SerializeToString())
             t0 = time.perf_counter()
             watch.poll()
@@ -58,10 +60,14 @@ def main() -> None:
         with open(file, "r+b") as fh:
             fh.truncate(size)
     poll = sorted(costs)[len(costs) // 2]
-    print(f"run: {args.tags * args.steps:,} scalars; full load {full:.2f} s; first poll "
-          f"(load + rules) {first:.2f} s")
-    print(f"poll after 10 new steps (read + rules): {poll * 1000:.1f} ms = "
-          f"{100 * poll / full:.2f}% of a full load (target <= 1%)")
+    print(
+        f"run: {args.tags * args.steps:,} scalars; full load {full:.2f} s; first poll "
+        f"(load + rules) {first:.2f} s"
+    )
+    print(
+        f"poll after 10 new steps (read + rules): {poll * 1000:.1f} ms = "
+        f"{100 * poll / full:.2f}% of a full load (target <= 1%)"
+    )
 
     idle = Path(tempfile.mkdtemp(prefix="rlwatch-idle-"))
     try:
@@ -85,8 +91,10 @@ def main() -> None:
         wall = time.perf_counter() - wall0
     finally:
         shutil.rmtree(idle, ignore_errors=True)
-    print(f"20 idle runs, {polls} polls at 2 s: {cpu * 1000 / polls:.1f} ms CPU per poll, "
-          f"{100 * cpu / wall:.2f}% of a core (target < 2%)")
+    print(
+        f"20 idle runs, {polls} polls at 2 s: {cpu * 1000 / polls:.1f} ms CPU per poll, "
+        f"{100 * cpu / wall:.2f}% of a core (target < 2%)"
+    )
 
 
 if __name__ == "__main__":

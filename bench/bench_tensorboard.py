@@ -19,11 +19,26 @@ import tempfile
 import time
 from pathlib import Path
 
-TAG_STEMS = ["actor/entropy", "actor/grad_norm", "actor/pg_loss", "actor/pg_clipfrac",
-             "actor/ppo_kl", "actor/kl_loss", "critic/score/mean", "critic/score/max",
-             "critic/score/min", "critic/rewards/mean", "response_length/mean",
-             "response_length/max", "response_length/clip_ratio", "global_seqlen/minmax_diff",
-             "timing_s/gen", "timing_s/step", "perf/throughput", "perf/mfu/actor"]
+TAG_STEMS = [
+    "actor/entropy",
+    "actor/grad_norm",
+    "actor/pg_loss",
+    "actor/pg_clipfrac",
+    "actor/ppo_kl",
+    "actor/kl_loss",
+    "critic/score/mean",
+    "critic/score/max",
+    "critic/score/min",
+    "critic/rewards/mean",
+    "response_length/mean",
+    "response_length/max",
+    "response_length/clip_ratio",
+    "global_seqlen/minmax_diff",
+    "timing_s/gen",
+    "timing_s/step",
+    "perf/throughput",
+    "perf/mfu/actor",
+]
 
 
 def tags(n: int) -> list[str]:
@@ -72,26 +87,37 @@ def ensure_run(directory: Path, n_tags: int, steps: int) -> Path:
 
 # each method: (imports, measured work); imports are done before the clock starts
 CHILD = {
-    "rlwatch": ("from rlwatch.sources import tensorboard", """
+    "rlwatch": (
+        "from rlwatch.sources import tensorboard",
+        """
 f = tensorboard.load(RUN)
 rows = len(f.data)
-"""),
-    "tbparse": ("from tbparse import SummaryReader", """
+""",
+    ),
+    "tbparse": (
+        "from tbparse import SummaryReader",
+        """
 rows = len(SummaryReader(RUN, extra_columns={"wall_time"}).scalars)
-"""),
-    "framing": ("import struct", """
+""",
+    ),
+    "framing": (
+        "import struct",
+        """
 data = open(FILE, "rb").read()
 pos, rows, n, unpack = 0, 0, len(data), struct.unpack_from
 while pos + 12 <= n:
     (length,) = unpack("<Q", data, pos)
     pos += 16 + length
     rows += 1
-"""),
-    "poll": ("""
+""",
+    ),
+    "poll": (
+        """
 from rlwatch.sources import tensorboard
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.record_writer import RecordWriter
-""", """
+""",
+        """
 follower = tensorboard.Follower(RUN)
 t0 = time.perf_counter(); full = len(follower.poll().data); t_full = time.perf_counter() - t0
 last = int(follower.runs[next(iter(follower.runs))].readers[0].offset)
@@ -107,7 +133,8 @@ t0 = time.perf_counter(); rows = len(follower.poll().data); elapsed = time.perf_
 print(json.dumps({"full": t_full, "full_rows": full}), file=sys.stderr)
 with open(FILE, "r+b") as fh:
     fh.truncate(last)
-"""),
+""",
+    ),
 }
 
 
@@ -123,8 +150,7 @@ elapsed = locals().get("elapsed", time.perf_counter() - t0)
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
 print(json.dumps({{"seconds": elapsed, "rss_gb": rss, "rows": rows}}))
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     if out.stderr.strip():
         result.update(json.loads(out.stderr.strip().splitlines()[-1]))
@@ -147,17 +173,25 @@ def main() -> None:
         runs.sort(key=lambda r: r["seconds"])
         return runs[len(runs) // 2]
 
-    res = {"rlwatch": median("rlwatch", args.repeat), "framing": median("framing", args.repeat),
-           "poll": median("poll", args.repeat)}
+    res = {
+        "rlwatch": median("rlwatch", args.repeat),
+        "framing": median("framing", args.repeat),
+        "poll": median("poll", args.repeat),
+    }
     if not args.skip_tbparse:
         res["tbparse"] = median("tbparse", 1)
     scalars = args.tags * args.steps
-    print(f"file: {file.name}  {size_mb:.0f} MB  {scalars:,} scalars ({args.tags} tags x "
-          f"{args.steps:,} steps), tensorboardX writer")
+    print(
+        f"file: {file.name}  {size_mb:.0f} MB  {scalars:,} scalars ({args.tags} tags x "
+        f"{args.steps:,} steps), tensorboardX writer"
+    )
     print(f"{'method':<34}{'seconds':>9}{'peak RSS GB':>13}{'rows':>12}")
-    labels = {"rlwatch": "rlwatch tensorboard.load", "tbparse": "tbparse SummaryReader.scalars",
-              "framing": "bare read + framing walk (struct)",
-              "poll": "rlwatch poll after 10 new steps"}
+    labels = {
+        "rlwatch": "rlwatch tensorboard.load",
+        "tbparse": "tbparse SummaryReader.scalars",
+        "framing": "bare read + framing walk (struct)",
+        "poll": "rlwatch poll after 10 new steps",
+    }
     for k in ("rlwatch", "tbparse", "framing", "poll"):
         if k in res:
             r = res[k]
@@ -170,8 +204,10 @@ def main() -> None:
     print(f"load / framing walk:         {rl / res['framing']['seconds']:6.2f}x   (target <= 2x)")
     print(f"peak RSS of rlwatch:         {res['rlwatch']['rss_gb']:6.3f} GB (target <= 0.4 GB)")
     poll = res["poll"]
-    print(f"poll(10 steps) / full load:  {100 * poll['seconds'] / poll['full']:6.2f}%   "
-          f"(target <= 1%; {poll['seconds'] * 1000:.1f} ms vs {poll['full']:.2f} s)")
+    print(
+        f"poll(10 steps) / full load:  {100 * poll['seconds'] / poll['full']:6.2f}%   "
+        f"(target <= 1%; {poll['seconds'] * 1000:.1f} ms vs {poll['full']:.2f} s)"
+    )
     if res["rlwatch"]["rows"] != scalars:
         sys.exit(f"rlwatch returned {res['rlwatch']['rows']} rows, expected {scalars}")
 

@@ -1,8 +1,8 @@
 """rlwatch: run monitor and health diagnoser for RL post-training of language models.
 
-    >>> import rlwatch
-    >>> report = rlwatch.diagnose(["runs/grpo"])           # doctest: +SKIP
-    >>> frame = rlwatch.load_run(["runs/grpo"])            # doctest: +SKIP
+>>> import rlwatch
+>>> report = rlwatch.diagnose(["runs/grpo"])           # doctest: +SKIP
+>>> frame = rlwatch.load_run(["runs/grpo"])            # doctest: +SKIP
 """
 
 from typing import Any

@@ -24,11 +24,18 @@ def _progress(message: str, enabled: bool) -> Any:
     return Console(stderr=True).status(message)
 
 
-def diagnose(targets: list[str], *, rules: list[str] | None = None,
-             select: list[str] | None = None, ignore: list[str] | None = None,
-             fail_on: str = "error", require: list[str] | None = None,
-             log_format: str | None = None, tracking_uri: str | None = None,
-             progress: bool = False) -> Report:
+def diagnose(
+    targets: list[str],
+    *,
+    rules: list[str] | None = None,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    fail_on: str = "error",
+    require: list[str] | None = None,
+    log_format: str | None = None,
+    tracking_uri: str | None = None,
+    progress: bool = False,
+) -> Report:
     """Read `targets`, evaluate the rules, and return the Report.
 
     Raises SourceError when nothing could be read or no rule could be evaluated, UsageError for
@@ -42,8 +49,10 @@ def diagnose(targets: list[str], *, rules: list[str] | None = None,
         raise UsageError(f"fail_on {fail_on!r} is not a severity (valid: {', '.join(SEVERITIES)})")
     unknown = [m for m in require or [] if m not in catalogue().metrics]
     if unknown:
-        raise UsageError(f"--require {unknown[0]!r} is not a canonical metric (see "
-                         "rules/metrics.yaml or `rlwatch metrics TARGET`)")
+        raise UsageError(
+            f"--require {unknown[0]!r} is not a canonical metric (see "
+            "rules/metrics.yaml or `rlwatch metrics TARGET`)"
+        )
     ruleset: RuleSet = choose(load_rules(rules), select, ignore)
     with _progress(f"reading {len(targets)} target(s)", progress):
         frame = load_run(targets, log_format=log_format, tracking_uri=tracking_uri)
@@ -52,11 +61,14 @@ def diagnose(targets: list[str], *, rules: list[str] | None = None,
     for metric in require or []:
         missing = [n for n, info in frame.runs.items() if metric not in info.metrics]
         if missing:
-            raise SourceError(f"required metric {metric!r} not found in run(s) "
-                              f"{', '.join(missing)}")
+            raise SourceError(
+                f"required metric {metric!r} not found in run(s) {', '.join(missing)}"
+            )
     with _progress("evaluating rules", progress):
         report = build(frame, ruleset, fail_on=fail_on)
     if not any(v.state != "skipped" for v in report.verdicts):
-        raise SourceError("no rule could be evaluated: none of the metrics the selected rules "
-                          "need were found (see `rlwatch metrics TARGET`)")
+        raise SourceError(
+            "no rule could be evaluated: none of the metrics the selected rules "
+            "need were found (see `rlwatch metrics TARGET`)"
+        )
     return report

@@ -10,8 +10,14 @@ from typing import Any
 
 from rlwatch.errors import UsageError
 
-KEYS = {"rules": list, "select": list, "ignore": list, "fail_on": str, "require": list,
-        "log_format": str}
+KEYS = {
+    "rules": list,
+    "select": list,
+    "ignore": list,
+    "fail_on": str,
+    "require": list,
+    "log_format": str,
+}
 
 
 @dataclass
@@ -58,8 +64,9 @@ def _validated(path: Path, values: dict[str, Any]) -> Config:
         want = KEYS.get(key)
         if want is None:
             raise UsageError(f"{where}: unknown key {key!r} (valid: {', '.join(KEYS)})")
-        if not isinstance(value, want) or (want is list and
-                                           not all(isinstance(x, str) for x in value)):
+        if not isinstance(value, want) or (
+            want is list and not all(isinstance(x, str) for x in value)
+        ):
             kind = "a list of strings" if want is list else "a string"
             raise UsageError(f"{where}: {key} must be {kind}, got {value!r}")
     if "rules" in values:  # rule files are relative to the configuration file

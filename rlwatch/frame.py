@@ -19,8 +19,15 @@ import numpy as np
 import pandas as pd
 
 COLUMNS = ("run", "step", "metric", "tag", "value", "wall_time", "source")
-DTYPES = {"run": "category", "step": "int64", "metric": "category", "tag": "category",
-          "value": "float64", "wall_time": "float64", "source": "category"}
+DTYPES = {
+    "run": "category",
+    "step": "int64",
+    "metric": "category",
+    "tag": "category",
+    "value": "float64",
+    "wall_time": "float64",
+    "source": "category",
+}
 
 
 @dataclass
@@ -57,9 +64,13 @@ class RunInfo:
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "name": self.name, "source": self.source, "address": self.address,
-            "framework": self.framework, "framework_version": self.framework_version,
-            "metrics": dict(self.metrics), "unmapped": list(self.unmapped),
+            "name": self.name,
+            "source": self.source,
+            "address": self.address,
+            "framework": self.framework,
+            "framework_version": self.framework_version,
+            "metrics": dict(self.metrics),
+            "unmapped": list(self.unmapped),
             "hparams": {k: _plain(v) for k, v in self.hparams.items()},
             "texts": dict(self.texts),
             "restarts": [r.to_dict() for r in self.restarts],
@@ -86,9 +97,18 @@ class RunFrame:
         return cls(_empty_data(), {})
 
     @classmethod
-    def from_arrays(cls, info: RunInfo, tags: list[str], tag: np.ndarray, step: np.ndarray,
-                    value: np.ndarray, wall_time: np.ndarray, *, where: np.ndarray | None = None,
-                    places: list[str] | None = None) -> RunFrame:
+    def from_arrays(
+        cls,
+        info: RunInfo,
+        tags: list[str],
+        tag: np.ndarray,
+        step: np.ndarray,
+        value: np.ndarray,
+        wall_time: np.ndarray,
+        *,
+        where: np.ndarray | None = None,
+        places: list[str] | None = None,
+    ) -> RunFrame:
         """Build one run from rows in write order (`tag` holds codes into `tags`).
 
         `where`/`places` optionally name the file each row came from, for restart reports.
@@ -103,9 +123,13 @@ class RunFrame:
         keep, restarts = _restarts_and_last_writes(tag, step)
         if restarts:
             info.restarts = [
-                Restart(int(step[i]), int(prev),
-                        places[int(where[i])] if where is not None and places else "")
-                for i, prev in restarts]
+                Restart(
+                    int(step[i]),
+                    int(prev),
+                    places[int(where[i])] if where is not None and places else "",
+                )
+                for i, prev in restarts
+            ]
         if keep is not None:
             info.duplicates_dropped = int(tag.size - keep.size)
             tag, step, value, wall_time = tag[keep], step[keep], value[keep], wall_time[keep]
@@ -119,19 +143,23 @@ class RunFrame:
         info.framework, info.framework_version = resolution.framework, resolution.version
         metric_of = resolution.metric_of
         metric_names = [metric_of.get(t, t) for t in tags]
-        metric_cats, metric_codes = np.unique(np.asarray(metric_names, dtype=object),
-                                              return_inverse=True)
+        metric_cats, metric_codes = np.unique(
+            np.asarray(metric_names, dtype=object), return_inverse=True
+        )
         n = step.size
-        data = pd.DataFrame({
-            "run": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=[info.name]),
-            "step": step,
-            "metric": pd.Categorical.from_codes(metric_codes.astype(np.int32)[tag],
-                                                categories=list(metric_cats)),
-            "tag": pd.Categorical.from_codes(tag.astype(np.int32), categories=list(tags)),
-            "value": value,
-            "wall_time": wall_time,
-            "source": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=[info.source]),
-        })
+        data = pd.DataFrame(
+            {
+                "run": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=[info.name]),
+                "step": step,
+                "metric": pd.Categorical.from_codes(
+                    metric_codes.astype(np.int32)[tag], categories=list(metric_cats)
+                ),
+                "tag": pd.Categorical.from_codes(tag.astype(np.int32), categories=list(tags)),
+                "value": value,
+                "wall_time": wall_time,
+                "source": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=[info.source]),
+            }
+        )
         if not present.all():  # tags a reader knows but that have no rows here
             for col in ("metric", "tag"):
                 data[col] = data[col].cat.remove_unused_categories()
@@ -165,8 +193,10 @@ class RunFrame:
 
         data = self.data.copy()
         data["run"] = data["run"].cat.rename_categories(lambda c: mapping.get(c, c))
-        runs = {mapping.get(k, k): dataclasses.replace(v, name=mapping.get(k, k))
-                for k, v in self.runs.items()}
+        runs = {
+            mapping.get(k, k): dataclasses.replace(v, name=mapping.get(k, k))
+            for k, v in self.runs.items()
+        }
         return RunFrame(data, runs)
 
     # -- views --------------------------------------------------------------------------
@@ -183,8 +213,9 @@ class RunFrame:
         if d.empty:
             return pd.DataFrame(index=pd.Index([], dtype="int64", name="step"))
         metric = d["metric"].cat.remove_unused_categories()
-        wide = pd.DataFrame({"step": d["step"].to_numpy(), "metric": metric,
-                             "value": d["value"].to_numpy()})
+        wide = pd.DataFrame(
+            {"step": d["step"].to_numpy(), "metric": metric, "value": d["value"].to_numpy()}
+        )
         out = wide.pivot(index="step", columns="metric", values="value").sort_index()
         out.columns = pd.Index([str(c) for c in out.columns], name="metric")
         for name, factor in self.runs[run].scales.items():
@@ -233,8 +264,9 @@ def _empty_data() -> pd.DataFrame:
     return _EMPTY
 
 
-def _restarts_and_last_writes(tag: np.ndarray, step: np.ndarray
-                              ) -> tuple[np.ndarray | None, list[tuple[int, int]]]:
+def _restarts_and_last_writes(
+    tag: np.ndarray, step: np.ndarray
+) -> tuple[np.ndarray | None, list[tuple[int, int]]]:
     """Rows to keep (None = all) and restarts as (row of the first re-logged step, previous step).
 
     A restart is a write whose step is lower than the previous write of the same tag. One

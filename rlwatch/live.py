@@ -26,8 +26,15 @@ from rlwatch.render.dashboard import ago
 
 WINDOW = 120  # recent logged steps the rules look at (the longest rule window is 50 + 20)
 HEAD = 20  # first logged steps kept for early levels (relative conditions)
-KEY_METRICS = ("reward_mean", "entropy", "kl_ref", "grad_norm", "response_length_mean",
-               "truncation_rate", "val_score")
+KEY_METRICS = (
+    "reward_mean",
+    "entropy",
+    "kl_ref",
+    "grad_norm",
+    "response_length_mean",
+    "truncation_rate",
+    "val_score",
+)
 
 
 @dataclass
@@ -102,13 +109,22 @@ class RunState:
 class Watch:
     """Follows targets; `poll()` returns the state changes since the last poll."""
 
-    def __init__(self, targets: list[str], rules: RuleSet, *, log_format: str | None = None,
-                 tracking_uri: str | None = None, stale_after: float = 300.0):
+    def __init__(
+        self,
+        targets: list[str],
+        rules: RuleSet,
+        *,
+        log_format: str | None = None,
+        tracking_uri: str | None = None,
+        stale_after: float = 300.0,
+    ):
         self.rules = rules
         self.stale_after = stale_after
-        self.needed = sorted({m for r in rules.rules for m in metrics_of(r.when)}
-                             | {c.metric for r in rules.rules for c in r.checks}
-                             | set(KEY_METRICS))
+        self.needed = sorted(
+            {m for r in rules.rules for m in metrics_of(r.when)}
+            | {c.metric for r in rules.rules for c in r.checks}
+            | set(KEY_METRICS)
+        )
         self.followers = [(t, _follower(t, log_format, tracking_uri)) for t in targets]
         self.runs: dict[str, RunState] = {}
         self.failing: dict[str, str] = {}  # target -> error, while it fails
@@ -136,8 +152,13 @@ class Watch:
             idle = now - state.last_change
             if not state.stale and idle >= self.stale_after:
                 state.stale = True
-                events.append(Event("stale", state.name, f"stale: no update for "
-                                    f"{ago(idle)} (last step {state.last_step})"))
+                events.append(
+                    Event(
+                        "stale",
+                        state.name,
+                        f"stale: no update for {ago(idle)} (last step {state.last_step})",
+                    )
+                )
         return events
 
     def _absorb(self, name: str, info: RunInfo, rows: pd.DataFrame, now: float) -> list[Event]:
@@ -161,8 +182,9 @@ class Watch:
             steps = sub["step"].to_numpy()
             for metric, step in zip(metrics[bad], steps[bad], strict=True):
                 state.nonfinite.setdefault(metric, set()).add(int(step))
-            w = pd.DataFrame({"step": steps, "metric": metrics,
-                              "value": np.where(bad, np.nan, values)})
+            w = pd.DataFrame(
+                {"step": steps, "metric": metrics, "value": np.where(bad, np.nan, values)}
+            )
             if w.duplicated(["step", "metric"]).any():
                 w = w.drop_duplicates(["step", "metric"], keep="last")
             delta = w.pivot(index="step", columns="metric", values="value")
@@ -197,15 +219,27 @@ class Watch:
             if now and not was:
                 verdict = evaluate_rule(ctx, rule, state.name)[0]  # checks for the alert
                 ep = verdict.episodes[-1]
-                events.append(Event("fired", state.name, f"{verdict.severity.upper()} "
-                                    f"{rule.code} {rule.name} since step {ep.first_step}: "
-                                    f"{ep.summary}", verdict))
+                events.append(
+                    Event(
+                        "fired",
+                        state.name,
+                        f"{verdict.severity.upper()} "
+                        f"{rule.code} {rule.name} since step {ep.first_step}: "
+                        f"{ep.summary}",
+                        verdict,
+                    )
+                )
             elif now and before is not None:
                 verdict.checks = before.checks
             elif was and not now:
-                events.append(Event("resolved", state.name,
-                                    f"resolved {rule.code} {rule.name} at step "
-                                    f"{state.last_step}", verdict))
+                events.append(
+                    Event(
+                        "resolved",
+                        state.name,
+                        f"resolved {rule.code} {rule.name} at step {state.last_step}",
+                        verdict,
+                    )
+                )
             state.verdicts[rule.code] = verdict
         return events
 
@@ -214,11 +248,19 @@ class Watch:
         early, wide = state.window(HEAD, WINDOW)
         first = wide.index[0] if len(wide) else 0
         starts = sorted({r.step for r in state.info.restarts if r.step > first})
-        nonfinite = {m: pd.Index(sorted(s for s in steps if s >= first))
-                     for m, steps in state.nonfinite.items()}
-        return Context(wide, {m: i for m, i in nonfinite.items() if len(i)},
-                       lambda: pd.Series(dtype=float), starts, state.info.decimals,
-                       dict(state.info.metrics), early)
+        nonfinite = {
+            m: pd.Index(sorted(s for s in steps if s >= first))
+            for m, steps in state.nonfinite.items()
+        }
+        return Context(
+            wide,
+            {m: i for m, i in nonfinite.items() if len(i)},
+            lambda: pd.Series(dtype=float),
+            starts,
+            state.info.decimals,
+            dict(state.info.metrics),
+            early,
+        )
 
     # -- views --------------------------------------------------------------------------
     def rows(self) -> pd.DataFrame:
@@ -237,19 +279,36 @@ class Watch:
                 if m in st.wide.columns:
                     s = st.wide[m].dropna()
                     if len(s):
-                        metrics[m] = {"last": float(s.iloc[-1]),
-                                      "values": [float(x) for x in s.iloc[-40:]]}
-            firing = sorted((v for v in st.verdicts.values() if v.state == "firing"),
-                            key=lambda v: -SEVERITIES.index(v.severity))
-            runs.append({
-                "name": st.name, "framework": st.info.framework, "step": st.last_step,
-                "rate": st.rate(), "age": now - st.last_change, "stale": st.stale,
-                "metrics": metrics,
-                "firing": [{"code": v.code, "name": v.name, "severity": v.severity,
+                        metrics[m] = {
+                            "last": float(s.iloc[-1]),
+                            "values": [float(x) for x in s.iloc[-40:]],
+                        }
+            firing = sorted(
+                (v for v in st.verdicts.values() if v.state == "firing"),
+                key=lambda v: -SEVERITIES.index(v.severity),
+            )
+            runs.append(
+                {
+                    "name": st.name,
+                    "framework": st.info.framework,
+                    "step": st.last_step,
+                    "rate": st.rate(),
+                    "age": now - st.last_change,
+                    "stale": st.stale,
+                    "metrics": metrics,
+                    "firing": [
+                        {
+                            "code": v.code,
+                            "name": v.name,
+                            "severity": v.severity,
                             "since": v.episodes[-1].first_step,
                             "summary": v.episodes[-1].summary,
-                            "checks": v.checks} for v in firing],
-            })
+                            "checks": v.checks,
+                        }
+                        for v in firing
+                    ],
+                }
+            )
         return {"runs": runs, "errors": dict(self.failing), "time": now}
 
 
@@ -336,11 +395,14 @@ def _follower(target: str, log_format: str | None, tracking_uri: str | None) -> 
     if target.startswith("mlflow:"):
         from rlwatch.sources import mlflow_source
 
-        return mlflow_source.Follower(target[len("mlflow:"):].strip("/"),
-                                      mlflow_source.tracking_uri(tracking_uri))
+        return mlflow_source.Follower(
+            target[len("mlflow:") :].strip("/"), mlflow_source.tracking_uri(tracking_uri)
+        )
     if wandb_api.parse(target) is not None:
-        raise UsageError(f"{target}: following W&B server runs is not supported; follow the "
-                         "run's local wandb/ folder instead")
+        raise UsageError(
+            f"{target}: following W&B server runs is not supported; follow the "
+            "run's local wandb/ folder instead"
+        )
     path = Path(target)
     if not path.exists():
         raise UsageError(f"{target}: no such file or directory")

@@ -88,8 +88,9 @@ def catalogue(path: str | None = None) -> Catalogue:
         aliases = []
         for fw, keys in spec["keys"].items():
             if fw not in frameworks:
-                raise RuleFileError(f"metric {name!r}: unknown framework {fw!r} "
-                                    f"(known: {', '.join(frameworks)})", p)
+                raise RuleFileError(
+                    f"metric {name!r}: unknown framework {fw!r} (known: {', '.join(frameworks)})", p
+                )
             for k in keys:
                 if isinstance(k, dict):
                     aliases.append(Alias(str(k["key"]), fw, float(k.get("scale", 1.0))))
@@ -147,8 +148,14 @@ def detect(tags: list[str], cat: Catalogue | None = None) -> tuple[str | None, s
 def resolve(tags: list[str], cat: Catalogue | None = None) -> Resolution:
     """Map a run's raw tags to canonical metrics (cached: a followed run asks again and again)."""
     r = _resolve(tuple(sorted(tags)), cat or catalogue())
-    return Resolution(r.framework, r.version, dict(r.canonical), dict(r.metric_of),
-                      dict(r.scales), list(r.unmapped))
+    return Resolution(
+        r.framework,
+        r.version,
+        dict(r.canonical),
+        dict(r.metric_of),
+        dict(r.scales),
+        list(r.unmapped),
+    )
 
 
 @cache

@@ -22,24 +22,56 @@ SCHEMA_VERSION = 1
 
 # The glossary's "Training Problems" table: symptom, the rules that show it, two checks.
 SYMPTOMS: list[dict[str, Any]] = [
-    {"symptom": "Reward crashes", "rules": ["RW01", "EX03"],
-     "checks": [("entropy", "did entropy drop suddenly?", "ratio_below", 0.1),
-                ("clip_frac", "is the clip fraction spiking?", "recent_max_above", 0.2)]},
-    {"symptom": "KL spikes", "rules": ["KL01", "KL02", "KL03"],
-     "checks": [("kl_ppo", "PPO (old->new) KL trend", "recent_max_above", 0.05),
-                ("lr", "is the learning-rate schedule right?", "lr_jumps", 2.0)]},
-    {"symptom": "Eval stalls, reward rises", "rules": ["VL01", "LN05", "LN06"],
-     "checks": [("response_length_mean", "is the response length changing?", "ratio_outside",
-                 (0.5, 1.5)),
-                ("aborted_ratio", "is the aborted ratio high?", "recent_max_above", 0.1)]},
-    {"symptom": "Training is slow", "rules": ["TM01", "TM02", "TM03"],
-     "checks": [("step_time", "step time (and the share spent generating)", "stall", 10.0),
-                ("seqlen_minmax_diff", "throughput and minmax_diff (load balance)",
-                 "imbalance_above", 0.5)]},
-    {"symptom": "OOM", "rules": [],
-     "checks": [("seqlen_max", "is global_seqlen/max too large?", "recent_max", None),
-                ("response_length_max", "response_length/max, prompt_length/max",
-                 "recent_max", None)]},
+    {
+        "symptom": "Reward crashes",
+        "rules": ["RW01", "EX03"],
+        "checks": [
+            ("entropy", "did entropy drop suddenly?", "ratio_below", 0.1),
+            ("clip_frac", "is the clip fraction spiking?", "recent_max_above", 0.2),
+        ],
+    },
+    {
+        "symptom": "KL spikes",
+        "rules": ["KL01", "KL02", "KL03"],
+        "checks": [
+            ("kl_ppo", "PPO (old->new) KL trend", "recent_max_above", 0.05),
+            ("lr", "is the learning-rate schedule right?", "lr_jumps", 2.0),
+        ],
+    },
+    {
+        "symptom": "Eval stalls, reward rises",
+        "rules": ["VL01", "LN05", "LN06"],
+        "checks": [
+            (
+                "response_length_mean",
+                "is the response length changing?",
+                "ratio_outside",
+                (0.5, 1.5),
+            ),
+            ("aborted_ratio", "is the aborted ratio high?", "recent_max_above", 0.1),
+        ],
+    },
+    {
+        "symptom": "Training is slow",
+        "rules": ["TM01", "TM02", "TM03"],
+        "checks": [
+            ("step_time", "step time (and the share spent generating)", "stall", 10.0),
+            (
+                "seqlen_minmax_diff",
+                "throughput and minmax_diff (load balance)",
+                "imbalance_above",
+                0.5,
+            ),
+        ],
+    },
+    {
+        "symptom": "OOM",
+        "rules": [],
+        "checks": [
+            ("seqlen_max", "is global_seqlen/max too large?", "recent_max", None),
+            ("response_length_max", "response_length/max, prompt_length/max", "recent_max", None),
+        ],
+    },
 ]
 
 
@@ -96,10 +128,17 @@ def symptom_table(wide: pd.DataFrame, fired: set[str]) -> list[dict[str, Any]]:
     for sym in SYMPTOMS:
         checks = []
         for metric, question, kind, limit in sym["checks"]:
-            checks.append({"metric": metric, "question": question,
-                           **_check(wide, metric, kind, limit)})
-        rows.append({"symptom": sym["symptom"], "present": bool(fired & set(sym["rules"])),
-                     "rules": [c for c in sym["rules"] if c in fired], "checks": checks})
+            checks.append(
+                {"metric": metric, "question": question, **_check(wide, metric, kind, limit)}
+            )
+        rows.append(
+            {
+                "symptom": sym["symptom"],
+                "present": bool(fired & set(sym["rules"])),
+                "rules": [c for c in sym["rules"] if c in fired],
+                "checks": checks,
+            }
+        )
     return rows
 
 

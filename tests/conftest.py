@@ -15,8 +15,14 @@ def fixture_event_files() -> list[Path]:
     return sorted(FIXTURES.rglob("events.out.tfevents.*"))
 
 
-def write_tbx(run: Path, series: dict[str, list[float]], steps: list[int] | None = None,
-              *, walltime0: float = 1_700_000_000.0, suffix: str = "") -> Path:
+def write_tbx(
+    run: Path,
+    series: dict[str, list[float]],
+    steps: list[int] | None = None,
+    *,
+    walltime0: float = 1_700_000_000.0,
+    suffix: str = "",
+) -> Path:
     """Write scalars with tensorboardX's SummaryWriter; returns the event file."""
     from tensorboardX import SummaryWriter
 
@@ -40,9 +46,11 @@ def tb_record(step: int, tag: str, value: float, wall_time: float | None = None)
     from tensorboard.compat.proto import event_pb2, summary_pb2
     from tensorboard.summary.writer.record_writer import RecordWriter
 
-    ev = event_pb2.Event(wall_time=1.7e9 + step if wall_time is None else wall_time, step=step,
-                         summary=summary_pb2.Summary(
-                             value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)]))
+    ev = event_pb2.Event(
+        wall_time=1.7e9 + step if wall_time is None else wall_time,
+        step=step,
+        summary=summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)]),
+    )
     buf = io.BytesIO()
     RecordWriter(buf).write(ev.SerializeToString())
     return buf.getvalue()
@@ -51,9 +59,12 @@ def tb_record(step: int, tag: str, value: float, wall_time: float | None = None)
 @pytest.fixture
 def tbx_run(tmp_path: Path) -> Path:
     """A small verl-shaped run written by tensorboardX: 3 tags x 40 steps."""
-    write_tbx(tmp_path / "run", {
-        "actor/entropy": [0.5 - 0.01 * i for i in range(40)],
-        "actor/grad_norm": [0.3 + 0.001 * i for i in range(40)],
-        "critic/score/mean": [0.1 + 0.01 * i for i in range(40)],
-    })
+    write_tbx(
+        tmp_path / "run",
+        {
+            "actor/entropy": [0.5 - 0.01 * i for i in range(40)],
+            "actor/grad_norm": [0.3 + 0.001 * i for i in range(40)],
+            "critic/score/mean": [0.1 + 0.01 * i for i in range(40)],
+        },
+    )
     return tmp_path / "run"

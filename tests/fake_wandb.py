@@ -61,8 +61,16 @@ class FakeWandb:
                 user = base64.b64decode(auth.split()[-1]).decode() if auth else ""
                 if not user.endswith(outer.api_key):
                     return self._send(401, b'{"errors": [{"message": "invalid api key"}]}')
-                self._send(200, json.dumps({"data": outer.answer(query, body.get(
-                    "variables") or {}, self.server.server_address[1])}).encode())
+                self._send(
+                    200,
+                    json.dumps(
+                        {
+                            "data": outer.answer(
+                                query, body.get("variables") or {}, self.server.server_address[1]
+                            )
+                        }
+                    ).encode(),
+                )
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -74,9 +82,17 @@ class FakeWandb:
 
     def answer(self, query: str, v: dict[str, Any], port: int) -> dict[str, Any]:
         if "viewer" in query:
-            return {"viewer": {"id": "VXNlcjox", "entity": "team", "username": "tester",
-                               "email": "t@example.com", "flags": "{}", "admin": False,
-                               "teams": {"edges": []}}}
+            return {
+                "viewer": {
+                    "id": "VXNlcjox",
+                    "entity": "team",
+                    "username": "tester",
+                    "email": "t@example.com",
+                    "flags": "{}",
+                    "admin": False,
+                    "teams": {"edges": []},
+                }
+            }
         name = v.get("name") or v.get("runName")
         path = f"{v.get('entity')}/{v.get('project')}/{name}"
         run = self.runs.get(path)
@@ -85,19 +101,44 @@ class FakeWandb:
         rows = run["rows"]
         if "parquetHistory" in query:
             url = f"http://127.0.0.1:{port}/{path.replace('/', '__')}.parquet"
-            return {"project": {"run": {"parquetHistory": {"parquetUrls": [url],
-                                                           "liveData": []}}}}
+            return {"project": {"run": {"parquetHistory": {"parquetUrls": [url], "liveData": []}}}}
         if "historyKeys" in query and "RunFragment" not in query:
-            keys = {k: {"typeCounts": [{"type": "number", "count": len(rows)}]}
-                    for r in rows for k in r}
-            return {"project": {"run": {"historyKeys": {
-                "lastStep": max(r["_step"] for r in rows), "keys": keys}}}}
-        return {"project": {"run": {
-            "projectId": 1, "id": "UnVuOjE=", "tags": [], "name": name,
-            "displayName": run.get("name", name), "sweepName": None, "state": "finished",
-            "config": json.dumps({k: {"value": x} for k, x in run.get("config", {}).items()}),
-            "group": None, "jobType": None, "commit": None, "readOnly": False,
-            "createdAt": "2026-11-01T00:00:00", "heartbeatAt": "2026-11-01T01:00:00",
-            "description": None, "notes": None, "systemMetrics": "{}", "summaryMetrics": "{}",
-            "historyLineCount": len(rows), "user": {"name": "tester", "username": "tester"},
-            "historyKeys": None}}}
+            keys = {
+                k: {"typeCounts": [{"type": "number", "count": len(rows)}]} for r in rows for k in r
+            }
+            return {
+                "project": {
+                    "run": {
+                        "historyKeys": {"lastStep": max(r["_step"] for r in rows), "keys": keys}
+                    }
+                }
+            }
+        return {
+            "project": {
+                "run": {
+                    "projectId": 1,
+                    "id": "UnVuOjE=",
+                    "tags": [],
+                    "name": name,
+                    "displayName": run.get("name", name),
+                    "sweepName": None,
+                    "state": "finished",
+                    "config": json.dumps(
+                        {k: {"value": x} for k, x in run.get("config", {}).items()}
+                    ),
+                    "group": None,
+                    "jobType": None,
+                    "commit": None,
+                    "readOnly": False,
+                    "createdAt": "2026-11-01T00:00:00",
+                    "heartbeatAt": "2026-11-01T01:00:00",
+                    "description": None,
+                    "notes": None,
+                    "systemMetrics": "{}",
+                    "summaryMetrics": "{}",
+                    "historyLineCount": len(rows),
+                    "user": {"name": "tester", "username": "tester"},
+                    "historyKeys": None,
+                }
+            }
+        }

@@ -17,13 +17,20 @@ runner = CliRunner()
 
 
 def rlwatch(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rlwatch", *args], capture_output=True,
-                          text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "rlwatch", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_startup_imports_nothing_heavy() -> None:
-    code = ("import sys, rlwatch.cli.app; heavy = ('pandas', 'numpy', 'tbparse', 'mlflow', "
-            "'wandb', 'tensorboard', 'yaml'); print([m for m in heavy if m in sys.modules])")
+    code = (
+        "import sys, rlwatch.cli.app; heavy = ('pandas', 'numpy', 'tbparse', 'mlflow', "
+        "'wandb', 'tensorboard', 'yaml'); print([m for m in heavy if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -45,16 +52,23 @@ def test_version() -> None:
 def test_diagnose_summarises_every_fixture_run() -> None:
     r = runner.invoke(app, ["diagnose", str(FIXTURES), "--exit-zero"])
     assert r.exit_code == 0, r.output
-    for run in ("grpo-broken", "grpo-healthy", "grpo-restart", "nemo-tensor-scalars",
-                "truncated", "verl-gpg-math-qwen2-7b-fsdp"):
+    for run in (
+        "grpo-broken",
+        "grpo-healthy",
+        "grpo-restart",
+        "nemo-tensor-scalars",
+        "truncated",
+        "verl-gpg-math-qwen2-7b-fsdp",
+    ):
         assert run in r.output
     assert "restart at step 100 after step 119" in r.output
     assert "last record truncated" in r.output
 
 
 def test_diagnose_json_is_valid_on_its_own_and_stderr_is_separate() -> None:
-    r = rlwatch("diagnose", str(FIXTURES / "truncated"), str(FIXTURES / "grpo-restart"),
-                "--format", "json")
+    r = rlwatch(
+        "diagnose", str(FIXTURES / "truncated"), str(FIXTURES / "grpo-restart"), "--format", "json"
+    )
     assert r.returncode == 0
     doc = json.loads(r.stdout)
     assert doc["schema_version"] == 1
@@ -64,17 +78,20 @@ def test_diagnose_json_is_valid_on_its_own_and_stderr_is_separate() -> None:
     assert runs["truncated"]["warnings"][0].endswith("was the writer killed mid-write?)")
 
 
-@pytest.mark.parametrize(("run", "args", "code"), [
-    ("grpo-broken", [], 1),
-    ("grpo-broken", ["--exit-zero"], 0),
-    ("grpo-broken", ["--ignore", "ST", "--ignore", "EX"], 0),  # only warnings remain
-    ("grpo-broken", ["--select", "EX01"], 0),  # a warning: below the default --fail-on
-    ("grpo-broken", ["--select", "EX01", "--fail-on", "warning"], 1),
-    ("grpo-healthy", [], 0),
-    ("grpo-healthy", ["--fail-on", "info"], 1),  # reward.flat (info) fires near the end
-    ("grpo-healthy", ["--select", "DP"], 2),  # no DPO metrics: nothing could be evaluated
-    ("grpo-healthy", ["--select", "ZZ"], 2),  # matches no rule
-])
+@pytest.mark.parametrize(
+    ("run", "args", "code"),
+    [
+        ("grpo-broken", [], 1),
+        ("grpo-broken", ["--exit-zero"], 0),
+        ("grpo-broken", ["--ignore", "ST", "--ignore", "EX"], 0),  # only warnings remain
+        ("grpo-broken", ["--select", "EX01"], 0),  # a warning: below the default --fail-on
+        ("grpo-broken", ["--select", "EX01", "--fail-on", "warning"], 1),
+        ("grpo-healthy", [], 0),
+        ("grpo-healthy", ["--fail-on", "info"], 1),  # reward.flat (info) fires near the end
+        ("grpo-healthy", ["--select", "DP"], 2),  # no DPO metrics: nothing could be evaluated
+        ("grpo-healthy", ["--select", "ZZ"], 2),  # matches no rule
+    ],
+)
 def test_exit_codes_gate_on_health(run: str, args: list[str], code: int) -> None:
     r = runner.invoke(app, ["diagnose", str(FIXTURES / run), *args])
     assert r.exit_code == code, r.output
@@ -91,20 +108,30 @@ def test_metrics_shows_framework_mapping_and_unmapped_keys() -> None:
     assert run["framework"] == "trl" and run["metrics"]["kl_ref"] == "train/kl"
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["diagnose", "does/not/exist"], "does/not/exist: no such file or directory (accepted: "),
-    (["metrics", "{empty}"], "no TensorBoard event files and no readable logs in it or below"),
-    (["diagnose", "{text}"], "log.txt: unrecognised log format (tried: verl console log"),
-    (["diagnose", "{text}", "--log-format", "csv"], "--log-format 'csv' is not a known format (valid: verl-console, "),
-    (["diagnose", "{fake_events}"], "not a TensorBoard event file"),
-])
-def test_bad_input_is_one_line_on_stderr_with_exit_2(tmp_path: Path, args: list[str],
-                                                     message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["diagnose", "does/not/exist"], "does/not/exist: no such file or directory (accepted: "),
+        (["metrics", "{empty}"], "no TensorBoard event files and no readable logs in it or below"),
+        (["diagnose", "{text}"], "log.txt: unrecognised log format (tried: verl console log"),
+        (
+            ["diagnose", "{text}", "--log-format", "csv"],
+            "--log-format 'csv' is not a known format (valid: verl-console, ",
+        ),
+        (["diagnose", "{fake_events}"], "not a TensorBoard event file"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr_with_exit_2(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
     (tmp_path / "empty").mkdir()
     (tmp_path / "log.txt").write_text("hello\n")
     (tmp_path / "events.out.tfevents.1.x").write_bytes(b"\x00garbage" * 40)
-    paths = {"empty": tmp_path / "empty", "text": tmp_path / "log.txt",
-             "fake_events": tmp_path / "events.out.tfevents.1.x"}
+    paths = {
+        "empty": tmp_path / "empty",
+        "text": tmp_path / "log.txt",
+        "fake_events": tmp_path / "events.out.tfevents.1.x",
+    }
     r = rlwatch(*[a.format(**paths) for a in args])
     assert r.returncode == 2
     assert r.stdout == ""

@@ -16,7 +16,14 @@ def test_frame_schema_is_validated() -> None:
     frame = tensorboard.load(FIXTURES / "grpo-healthy")
     frame.validate()
     assert [str(t) for t in frame.data.dtypes] == [
-        "category", "int64", "category", "category", "float64", "float64", "category"]
+        "category",
+        "int64",
+        "category",
+        "category",
+        "float64",
+        "float64",
+        "category",
+    ]
     broken = RunFrame(frame.data.drop(columns="source"), frame.runs)
     with pytest.raises(ValueError, match="columns"):
         broken.validate()
@@ -39,8 +46,9 @@ def test_restart_keeps_the_last_write_and_records_the_boundary() -> None:
 
 
 def test_a_log_that_starts_again_in_the_same_file_is_a_restart(tmp_path: Path) -> None:
-    write_tbx(tmp_path, {"actor/entropy": [1.0, 2.0, 3.0, 4.0, 9.0, 10.0, 11.0]},
-              [0, 1, 2, 3, 2, 3, 4])
+    write_tbx(
+        tmp_path, {"actor/entropy": [1.0, 2.0, 3.0, 4.0, 9.0, 10.0, 11.0]}, [0, 1, 2, 3, 2, 3, 4]
+    )
     frame = tensorboard.load(tmp_path)
     info = next(iter(frame.runs.values()))
     assert [(r.step, r.previous_step) for r in info.restarts] == [(2, 3)]
@@ -48,8 +56,7 @@ def test_a_log_that_starts_again_in_the_same_file_is_a_restart(tmp_path: Path) -
 
 
 def test_two_restarts_back_to_the_same_step_are_two_boundaries(tmp_path: Path) -> None:
-    write_tbx(tmp_path, {"a": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "b": [0.0] * 6},
-              [0, 1, 2, 1, 2, 1])
+    write_tbx(tmp_path, {"a": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "b": [0.0] * 6}, [0, 1, 2, 1, 2, 1])
     info = next(iter(tensorboard.load(tmp_path).runs.values()))
     assert [(r.step, r.previous_step) for r in info.restarts] == [(1, 2), (1, 2)]
 
@@ -79,8 +86,9 @@ def test_nan_and_inf_are_kept_as_evidence() -> None:
 
 
 def test_units_are_scaled_to_the_canonical_metric(tmp_path: Path) -> None:
-    write_tbx(tmp_path, {"actor/lr(1e-4)": [0.1, 0.1], "critic/kl": [0.0, 0.1],
-                         "timing/gen": [1.0, 1.0]})
+    write_tbx(
+        tmp_path, {"actor/lr(1e-4)": [0.1, 0.1], "critic/kl": [0.0, 0.1], "timing/gen": [1.0, 1.0]}
+    )
     frame = tensorboard.load(tmp_path)
     (info,) = frame.runs.values()
     assert info.framework == "verl" and info.framework_version == "v0.1"
@@ -97,8 +105,9 @@ def test_same_run_names_from_two_targets_are_made_unique(tmp_path: Path) -> None
 
 def test_from_arrays_with_no_rows() -> None:
     info = RunInfo("empty", "test", "-")
-    frame = RunFrame.from_arrays(info, [], np.empty(0, np.int32), np.empty(0, np.int64),
-                                 np.empty(0), np.empty(0))
+    frame = RunFrame.from_arrays(
+        info, [], np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0), np.empty(0)
+    )
     frame.validate()
     assert frame.steps("empty") == (0, 0, 0)
 
@@ -106,7 +115,11 @@ def test_from_arrays_with_no_rows() -> None:
 def test_run_facts_serialise_to_valid_json() -> None:
     import json
 
-    info = RunInfo("r", "test", "-", hparams={"lr": float("nan"), "beta": float("inf"),
-                                              "layers": [1, 2], "name": "x", "n": 3})
+    info = RunInfo(
+        "r",
+        "test",
+        "-",
+        hparams={"lr": float("nan"), "beta": float("inf"), "layers": [1, 2], "name": "x", "n": 3},
+    )
     doc = json.loads(json.dumps(info.to_dict(), allow_nan=False))
     assert doc["hparams"] == {"lr": "nan", "beta": "inf", "layers": "[1, 2]", "name": "x", "n": 3}

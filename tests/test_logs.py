@@ -63,9 +63,14 @@ def test_real_runs_get_the_right_verdicts(name: str) -> None:
         assert not errors, errors
 
 
-@pytest.mark.parametrize(("name", "code"), [("verl-gpg-math-qwen2-7b-fsdp", 1),
-                                            ("verl-ppo-gsm8k-dstack", 0),
-                                            ("trl-grpo-redteam-zero-signal", 1)])
+@pytest.mark.parametrize(
+    ("name", "code"),
+    [
+        ("verl-gpg-math-qwen2-7b-fsdp", 1),
+        ("verl-ppo-gsm8k-dstack", 0),
+        ("trl-grpo-redteam-zero-signal", 1),
+    ],
+)
 def test_real_runs_gate_in_the_cli(name: str, code: int) -> None:
     r = runner.invoke(app, ["diagnose", str(_real(name))])
     assert r.exit_code == code, r.output
@@ -84,16 +89,23 @@ def test_verl_console_era_and_precision() -> None:
 
 
 def test_the_licensed_runs_shipped_in_fixtures_read_without_shared() -> None:
-    frame = load([str(FIXTURES / "verl-gpg-math-qwen2-7b-fsdp" / "qwen2-7b_math.log"),
-                  str(FIXTURES / "verl-filelogger-jsonl-gsm8k-ppo-collapse" / "gsm8k.jsonl"),
-                  str(FIXTURES / "tinker-rlvr-qwen3-4b-rubric" / "metrics.jsonl")])
+    frame = load(
+        [
+            str(FIXTURES / "verl-gpg-math-qwen2-7b-fsdp" / "qwen2-7b_math.log"),
+            str(FIXTURES / "verl-filelogger-jsonl-gsm8k-ppo-collapse" / "gsm8k.jsonl"),
+            str(FIXTURES / "tinker-rlvr-qwen3-4b-rubric" / "metrics.jsonl"),
+        ]
+    )
     assert set(frame.runs) == {"qwen2-7b_math", "gsm8k", "tinker-rlvr-qwen3-4b-rubric/metrics"}
     jsonl = frame.runs["gsm8k"]
     assert any("non-numeric values ignored (keys: resize/mode" in w for w in jsonl.warnings)
     # JSON null is NaN, kept as evidence
     w = frame.wide("gsm8k")
-    assert math.isnan(frame.data[(frame.data["run"] == "gsm8k")
-                                 & (frame.data["tag"] == "actor/pg_loss")]["value"].iloc[-1])
+    assert math.isnan(
+        frame.data[(frame.data["run"] == "gsm8k") & (frame.data["tag"] == "actor/pg_loss")][
+            "value"
+        ].iloc[-1]
+    )
     assert w["rollout_kl"].loc[1] == pytest.approx(9.97, abs=0.01)
 
 
@@ -111,7 +123,8 @@ def test_console_lines_with_ray_prefix_ansi_tqdm_numpy_reprs_and_nan(tmp_path: P
         "wandb: Run history:\n"
         "wandb:   actor/entropy ▁█\n"
         "wandb: Run summary:\n"
-        "wandb:   actor/entropy 0.4\n")
+        "wandb:   actor/entropy 0.4\n"
+    )
     frame = logs.load_file(f)
     (info,) = frame.runs.values()
     assert info.source == "verl-console" and info.decimals is None
@@ -153,7 +166,8 @@ def test_python_dict_console_with_ordinal_steps_and_summary(tmp_path: Path) -> N
         "{'loss': 0.0, 'grad_norm': tensor(2.0), 'reward': 0.5, 'kl': nan, 'epoch': 0.1}\n"
         " 33%|###       | 10/30 [00:10<00:20]\n"
         "{'loss': 0.1, 'grad_norm': 1.5, 'reward': 0.6, 'kl': 0.02, 'epoch': 0.2}\n"
-        "{'train_runtime': 100.0, 'train_loss': 0.05, 'epoch': 1.0}\n")
+        "{'train_runtime': 100.0, 'train_loss': 0.05, 'epoch': 1.0}\n"
+    )
     frame = logs.load_file(f)
     (info,) = frame.runs.values()
     assert info.framework == "trl" and frame.steps(info.name) == (2, 1, 2)
@@ -187,8 +201,11 @@ def test_a_directory_of_logs_is_a_set_of_runs(tmp_path: Path) -> None:
     (tmp_path / "README.txt").write_text("hello\n")
     frame = load([str(tmp_path)])
     assert set(frame.runs) == {"a", "b"}
-    assert any("not a run:" in w and "README.txt" in w
-               for info in frame.runs.values() for w in info.warnings)
+    assert any(
+        "not a run:" in w and "README.txt" in w
+        for info in frame.runs.values()
+        for w in info.warnings
+    )
 
 
 def test_follower_reads_only_new_complete_lines(tmp_path: Path) -> None:

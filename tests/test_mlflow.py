@@ -28,8 +28,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def log_run(uri: str, experiment: str, name: str, steps: int = 60, *, broken: bool = False
-            ) -> str:
+def log_run(uri: str, experiment: str, name: str, steps: int = 60, *, broken: bool = False) -> str:
     """Log a verl-shaped run with the real MLflow client (keys sanitised as verl does)."""
     from mlflow import MlflowClient
     from mlflow.entities import Metric, Param
@@ -42,17 +41,19 @@ def log_run(uri: str, experiment: str, name: str, steps: int = 60, *, broken: bo
     metrics = []
     for s in range(steps):
         entropy = 0.4 if not broken or s < 30 else 0.01
-        metrics += [Metric("actor/entropy", entropy, t + s, s),
-                    Metric("actor/grad_norm", float("nan") if broken and s == steps - 1 else 0.3,
-                           t + s, s),
-                    Metric("critic/score/mean", 0.2 + s / 200, t + s, s),
-                    Metric("response_length/clip_ratio", 0.5 if broken and s >= 30 else 0.01,
-                           t + s, s),
-                    Metric("val-core/openai/gsm8k/acc/mean_at_1", 0.3 + s / 300, t + s, s)]
+        metrics += [
+            Metric("actor/entropy", entropy, t + s, s),
+            Metric("actor/grad_norm", float("nan") if broken and s == steps - 1 else 0.3, t + s, s),
+            Metric("critic/score/mean", 0.2 + s / 200, t + s, s),
+            Metric("response_length/clip_ratio", 0.5 if broken and s >= 30 else 0.01, t + s, s),
+            Metric("val-core/openai/gsm8k/acc/mean_at_1", 0.3 + s / 300, t + s, s),
+        ]
     for i in range(0, len(metrics), 900):
-        client.log_batch(run.info.run_id, metrics=metrics[i:i + 900],
-                         params=[Param("actor_rollout_ref/actor/optim/lr", "1e-06")] if i == 0
-                         else [])
+        client.log_batch(
+            run.info.run_id,
+            metrics=metrics[i : i + 900],
+            params=[Param("actor_rollout_ref/actor/optim/lr", "1e-06")] if i == 0 else [],
+        )
     client.set_terminated(run.info.run_id)
     return run.info.run_id
 
@@ -63,10 +64,25 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> str:
     port = _free_port()
     log = open(d / "server.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
-         f"sqlite:///{d}/mlflow.db", "--default-artifact-root", str(d / "artifacts"),
-         "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-        stdout=log, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{d}/mlflow.db",
+            "--default-artifact-root",
+            str(d / "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     uri = f"http://127.0.0.1:{port}"
     deadline = time.time() + 90
     while True:
@@ -77,7 +93,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> str:
             if proc.poll() is not None or time.time() > deadline:
                 proc.kill()
                 log.close()
-                pytest.fail(f"mlflow server did not start: {(d / 'server.log').read_text()[-2000:]}")
+                pytest.fail(
+                    f"mlflow server did not start: {(d / 'server.log').read_text()[-2000:]}"
+                )
             time.sleep(0.3)
     yield uri
     proc.terminate()
@@ -110,8 +128,7 @@ def test_diagnose_gates_on_an_mlflow_run(server: str) -> None:
     assert r.exit_code == 0, r.output
 
 
-def test_a_long_history_is_paged_completely(server: str, monkeypatch: pytest.MonkeyPatch
-                                            ) -> None:
+def test_a_long_history_is_paged_completely(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
     rid = log_run(server, "paging", "long", steps=130)
     monkeypatch.setattr(mlflow_source, "PAGE", 50)  # force several pages per key
     frame = load([f"mlflow:{rid}"], tracking_uri=server)
@@ -119,10 +136,16 @@ def test_a_long_history_is_paged_completely(server: str, monkeypatch: pytest.Mon
     assert frame.steps("long") == (130, 0, 129)
 
 
-@pytest.mark.parametrize(("target", "message"), [
-    ("mlflow:0123456789abcdef0123456789abcdef", "id=0123456789abcdef0123456789abcdef not found"),
-    ("mlflow:no-such-exp/run", "no-such-exp"),
-])
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        (
+            "mlflow:0123456789abcdef0123456789abcdef",
+            "id=0123456789abcdef0123456789abcdef not found",
+        ),
+        ("mlflow:no-such-exp/run", "no-such-exp"),
+    ],
+)
 def test_wrong_runs_are_one_line_errors(server: str, target: str, message: str) -> None:
     r = runner.invoke(app, ["diagnose", target, "--tracking-uri", server])
     assert r.exit_code == 2 and message in r.output and "Traceback" not in r.output
@@ -131,8 +154,12 @@ def test_wrong_runs_are_one_line_errors(server: str, target: str, message: str) 
 def test_an_unreachable_server_fails_within_10_s_with_the_uri_redacted() -> None:
     uri = f"http://alice:s3cret@127.0.0.1:{_free_port()}"
     t0 = time.time()
-    r = subprocess.run([sys.executable, "-m", "rlwatch", "diagnose", "mlflow:exp/run",
-                        "--tracking-uri", uri], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "rlwatch", "diagnose", "mlflow:exp/run", "--tracking-uri", uri],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert time.time() - t0 < 10
     assert r.returncode == 2
     assert "unreachable" in r.stderr and "s3cret" not in r.stderr and "***@127.0.0.1" in r.stderr

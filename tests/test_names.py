@@ -7,45 +7,123 @@ import pytest
 from rlwatch import names
 
 
-@pytest.mark.parametrize(("tags", "framework", "version"), [
-    (["timing/gen", "critic/kl", "actor/entropy_loss", "actor/lr(1e-4)", "actor/pg_clipfrac"],
-     "verl", "v0.1"),
-    (["timing_s/gen", "mfu/actor", "actor/entropy_loss", "actor/kl_loss", "actor/pg_clipfrac",
-      "response_length/clip_ratio", "Tokens/Sec/GPU"], "verl", "v0.2 (2025-03)"),
-    (["actor/entropy", "training/rollout_probs_diff_mean", "perf/mfu/actor", "actor/grad_norm"],
-     "verl", "v0.4.1"),
-    (["rollout_corr/kl", "actor/entropy", "actor/ppo_kl", "critic/score/mean"], "verl", "v0.6+"),
-    (["train/reward", "train/reward_std", "train/frac_reward_zero_std", "train/kl",
-      "train/completions/mean_length"], "trl", None),
-    (["rewards/accuracies", "rewards/margins", "logps/chosen", "loss"], "trl", None),
-    (["train/policy_loss", "train/actor_lr", "train/ppo_clip_ratio", "train/kl"], "openrlhf", None),
-    (["train/gen_kl_error", "train/token_mult_prob_error", "train/reward",
-      "performance/train_fp_utilization"], "nemo_rl", None),
-    (["optim/grad_norm", "mismatch_kl/mean", "entropy/mean", "seq_len/mean"], "prime_rl", None),
-    (["train/train_rollout_logprob_abs_diff", "rollout/raw_reward", "train/pg_clipfrac"],
-     "slime", None),
-    (["token/response_length/mean", "actor/approxkl", "time/step_total"], "roll", None),
-    (["ppo_actor/task_reward/avg", "ppo_actor/update/entropy/avg"], "areal", None),
-    (["env/all/reward/total", "optim/kl_sample_train_v1", "optim/entropy"], "tinker", None),
-    (["something", "else"], None, None),
-])
+@pytest.mark.parametrize(
+    ("tags", "framework", "version"),
+    [
+        (
+            [
+                "timing/gen",
+                "critic/kl",
+                "actor/entropy_loss",
+                "actor/lr(1e-4)",
+                "actor/pg_clipfrac",
+            ],
+            "verl",
+            "v0.1",
+        ),
+        (
+            [
+                "timing_s/gen",
+                "mfu/actor",
+                "actor/entropy_loss",
+                "actor/kl_loss",
+                "actor/pg_clipfrac",
+                "response_length/clip_ratio",
+                "Tokens/Sec/GPU",
+            ],
+            "verl",
+            "v0.2 (2025-03)",
+        ),
+        (
+            [
+                "actor/entropy",
+                "training/rollout_probs_diff_mean",
+                "perf/mfu/actor",
+                "actor/grad_norm",
+            ],
+            "verl",
+            "v0.4.1",
+        ),
+        (
+            ["rollout_corr/kl", "actor/entropy", "actor/ppo_kl", "critic/score/mean"],
+            "verl",
+            "v0.6+",
+        ),
+        (
+            [
+                "train/reward",
+                "train/reward_std",
+                "train/frac_reward_zero_std",
+                "train/kl",
+                "train/completions/mean_length",
+            ],
+            "trl",
+            None,
+        ),
+        (["rewards/accuracies", "rewards/margins", "logps/chosen", "loss"], "trl", None),
+        (
+            ["train/policy_loss", "train/actor_lr", "train/ppo_clip_ratio", "train/kl"],
+            "openrlhf",
+            None,
+        ),
+        (
+            [
+                "train/gen_kl_error",
+                "train/token_mult_prob_error",
+                "train/reward",
+                "performance/train_fp_utilization",
+            ],
+            "nemo_rl",
+            None,
+        ),
+        (["optim/grad_norm", "mismatch_kl/mean", "entropy/mean", "seq_len/mean"], "prime_rl", None),
+        (
+            ["train/train_rollout_logprob_abs_diff", "rollout/raw_reward", "train/pg_clipfrac"],
+            "slime",
+            None,
+        ),
+        (["token/response_length/mean", "actor/approxkl", "time/step_total"], "roll", None),
+        (["ppo_actor/task_reward/avg", "ppo_actor/update/entropy/avg"], "areal", None),
+        (["env/all/reward/total", "optim/kl_sample_train_v1", "optim/entropy"], "tinker", None),
+        (["something", "else"], None, None),
+    ],
+)
 def test_framework_detection(tags: list[str], framework: str | None, version: str | None) -> None:
     assert names.detect(tags) == (framework, version)
 
 
 def test_trl_keys_with_the_writer_prefix_map_to_canonical_names() -> None:
-    r = names.resolve(["train/reward", "train/kl", "train/entropy", "train/grad_norm",
-                       "train/completions/clipped_ratio", "eval/reward", "train/epoch"])
-    assert r.canonical == {"reward_mean": "train/reward", "kl_ref": "train/kl",
-                           "entropy": "train/entropy", "grad_norm": "train/grad_norm",
-                           "truncation_rate": "train/completions/clipped_ratio",
-                           "val_score": "eval/reward"}
+    r = names.resolve(
+        [
+            "train/reward",
+            "train/kl",
+            "train/entropy",
+            "train/grad_norm",
+            "train/completions/clipped_ratio",
+            "eval/reward",
+            "train/epoch",
+        ]
+    )
+    assert r.canonical == {
+        "reward_mean": "train/reward",
+        "kl_ref": "train/kl",
+        "entropy": "train/entropy",
+        "grad_norm": "train/grad_norm",
+        "truncation_rate": "train/completions/clipped_ratio",
+        "val_score": "eval/reward",
+    }
     assert r.unmapped == ["train/epoch"]
 
 
 def test_mlflow_and_tensorboardx_sanitised_keys_map_back() -> None:
-    mlflow = names.resolve(["val-core/openai/gsm8k/acc/mean_at_1", "actor/entropy",
-                            "actor/lr_1e-4_", "actor/pg_clipfrac"])
+    mlflow = names.resolve(
+        [
+            "val-core/openai/gsm8k/acc/mean_at_1",
+            "actor/entropy",
+            "actor/lr_1e-4_",
+            "actor/pg_clipfrac",
+        ]
+    )
     assert mlflow.canonical["val_score"] == "val-core/openai/gsm8k/acc/mean_at_1"
     assert mlflow.canonical["lr"] == "actor/lr_1e-4_"
     tbx = names.resolve(["val-core/openai/gsm8k/acc/mean_1", "actor/entropy"])
@@ -68,21 +146,62 @@ def test_wildcards_apply_only_to_the_detected_framework() -> None:
 
 
 def test_each_raw_key_feeds_at_most_one_canonical_metric() -> None:
-    r = names.resolve(["train/reward", "train/kl", "acc", "acc_mean", "chosen_reward",
-                       "reject_reward", "policy_loss"])
+    r = names.resolve(
+        [
+            "train/reward",
+            "train/kl",
+            "acc",
+            "acc_mean",
+            "chosen_reward",
+            "reject_reward",
+            "policy_loss",
+        ]
+    )
     assert len(set(r.canonical.values())) == len(r.canonical)
 
 
 def test_every_alias_names_a_known_framework_and_the_table_loads() -> None:
     cat = names.catalogue()
     assert len(cat.metrics) >= 40
-    required = {"reward_mean", "reward_std", "reward_zero_std_frac", "val_score", "kl_ref",
-                "kl_ppo", "rollout_probs_diff", "rollout_kl", "entropy", "grad_norm",
-                "critic_grad_norm", "clip_frac", "clip_frac_lower", "ratio_mean",
-                "response_length_mean", "response_length_max", "truncation_rate",
-                "prompt_length_mean", "aborted_ratio", "turns_max", "step_time", "gen_time",
-                "throughput", "mfu", "seqlen_min", "seqlen_max", "seqlen_minmax_diff",
-                "seqlen_mean", "value_loss", "explained_var", "lr", "loss", "dpo_chosen_reward",
-                "dpo_rejected_reward", "dpo_margin", "dpo_accuracy", "rm_accuracy", "rm_margin"}
+    required = {
+        "reward_mean",
+        "reward_std",
+        "reward_zero_std_frac",
+        "val_score",
+        "kl_ref",
+        "kl_ppo",
+        "rollout_probs_diff",
+        "rollout_kl",
+        "entropy",
+        "grad_norm",
+        "critic_grad_norm",
+        "clip_frac",
+        "clip_frac_lower",
+        "ratio_mean",
+        "response_length_mean",
+        "response_length_max",
+        "truncation_rate",
+        "prompt_length_mean",
+        "aborted_ratio",
+        "turns_max",
+        "step_time",
+        "gen_time",
+        "throughput",
+        "mfu",
+        "seqlen_min",
+        "seqlen_max",
+        "seqlen_minmax_diff",
+        "seqlen_mean",
+        "value_loss",
+        "explained_var",
+        "lr",
+        "loss",
+        "dpo_chosen_reward",
+        "dpo_rejected_reward",
+        "dpo_margin",
+        "dpo_accuracy",
+        "rm_accuracy",
+        "rm_margin",
+    }
     assert required <= set(cat.metrics)
     assert {a.framework for m in cat.metrics.values() for a in m.aliases} == set(cat.frameworks)

@@ -36,16 +36,24 @@ def test_tensorboard_mlflow_and_wandb_give_equal_frames(tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     client = MlflowClient(uri)
     run = client.create_run(client.create_experiment("parity"), run_name="parity")
-    client.log_batch(run.info.run_id, metrics=[
-        Metric(tag, values[s], 1_700_000_000_000 + s, s)
-        for tag, values in SERIES.items() for s in range(20)])
-    wb = write_offline_run(tmp_path / "wb", f"""
+    client.log_batch(
+        run.info.run_id,
+        metrics=[
+            Metric(tag, values[s], 1_700_000_000_000 + s, s)
+            for tag, values in SERIES.items()
+            for s in range(20)
+        ],
+    )
+    wb = write_offline_run(
+        tmp_path / "wb",
+        f"""
         series = {SERIES!r}
         run = wandb.init(project="parity", name="parity")
         for s in range(20):
             wandb.log({{tag: values[s] for tag, values in series.items()}}, step=s)
         wandb.finish()
-    """)
+    """,
+    )
     tb = _canon(load([str(tmp_path / "tb")]))
     ml = _canon(load(["mlflow:parity/parity"], tracking_uri=uri))
     wl = _canon(load([str(wb)]))

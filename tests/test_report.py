@@ -19,22 +19,31 @@ FSDP = "fixtures/verl-gpg-math-qwen2-7b-fsdp"
 HEALTHY = "fixtures/verl-gpg-math-qwen2-7b-megatron"
 
 
-def cli(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None
-        ) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k not in ("GITHUB_STEP_SUMMARY", "FORCE_COLOR")}
     base.update({"COLUMNS": "80", "NO_COLOR": "1", "TERM": "dumb", **(env or {})})
-    return subprocess.run([sys.executable, "-m", "rlwatch", *args], capture_output=True,
-                          text=True, cwd=cwd, env=base, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "rlwatch", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=base,
+        timeout=120,
+    )
 
 
 def snapshot(name: str, r: subprocess.CompletedProcess[str]) -> None:
-    text = (f"exit code: {r.returncode}\n--- stdout\n{r.stdout}--- stderr\n{r.stderr}"
-            .replace(__version__, "<version>"))
+    text = f"exit code: {r.returncode}\n--- stdout\n{r.stdout}--- stderr\n{r.stderr}".replace(
+        __version__, "<version>"
+    )
     golden = GOLDENS / f"{name}.txt"
     if os.environ.get("RLWATCH_UPDATE_GOLDENS") or not golden.exists():
         golden.write_text(text, encoding="utf-8")
     assert text == golden.read_text(encoding="utf-8"), (
-        f"{golden.name} differs; if the change is intended, rerun with RLWATCH_UPDATE_GOLDENS=1")
+        f"{golden.name} differs; if the change is intended, rerun with RLWATCH_UPDATE_GOLDENS=1"
+    )
 
 
 @pytest.mark.parametrize("fmt", ["text", "json", "junit", "github", "markdown"])
@@ -80,16 +89,18 @@ def test_github_annotations_and_step_summary(tmp_path: Path) -> None:
     r = cli("diagnose", FSDP, "--format", "github", env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert r.returncode == 1
     lines = r.stdout.splitlines()
-    assert any(ln.startswith("::error title=EX03 exploration.entropy_collapse_with_damage")
-               for ln in lines)
+    assert any(
+        ln.startswith("::error title=EX03 exploration.entropy_collapse_with_damage") for ln in lines
+    )
     assert any(ln.startswith("::warning title=TM01") for ln in lines)
     text = summary.read_text()
     assert text.startswith("earlier step\n## rlwatch: unhealthy")
     assert "| 🔴 error | `LN02` length.truncation_saturated |" in text
 
 
-def test_output_file_gets_the_machine_report_and_the_terminal_the_human_view(tmp_path: Path
-                                                                              ) -> None:
+def test_output_file_gets_the_machine_report_and_the_terminal_the_human_view(
+    tmp_path: Path,
+) -> None:
     out = tmp_path / "report.json"
     r = cli("diagnose", FSDP, "-o", str(out))
     assert r.returncode == 1 and "EX03 exploration.entropy_collapse_with_damage" in r.stdout
@@ -99,14 +110,20 @@ def test_output_file_gets_the_machine_report_and_the_terminal_the_human_view(tmp
     assert ET.parse(xml).getroot().tag == "testsuites"
 
 
-@pytest.mark.parametrize(("args", "code", "message"), [
-    (["--require", "entropy"], 1, None),
-    (["--require", "kl_ref"], 2, "required metric 'kl_ref' not found in run(s) "
-                                 "verl-gpg-math-qwen2-7b-fsdp"),
-    (["--require", "entropie"], 2, "--require 'entropie' is not a canonical metric"),
-    (["--fail-on", "fatal"], 2, "Invalid value for '--fail-on'"),
-    (["-o", "/nonexistent/dir/r.json"], 2, "--output /nonexistent/dir/r.json: cannot write"),
-])
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--require", "entropy"], 1, None),
+        (
+            ["--require", "kl_ref"],
+            2,
+            "required metric 'kl_ref' not found in run(s) verl-gpg-math-qwen2-7b-fsdp",
+        ),
+        (["--require", "entropie"], 2, "--require 'entropie' is not a canonical metric"),
+        (["--fail-on", "fatal"], 2, "Invalid value for '--fail-on'"),
+        (["-o", "/nonexistent/dir/r.json"], 2, "--output /nonexistent/dir/r.json: cannot write"),
+    ],
+)
 def test_gate_arguments(args: list[str], code: int, message: str | None) -> None:
     r = cli("diagnose", FSDP, *args)
     assert r.returncode == code, r.stderr

@@ -25,8 +25,11 @@ def test_shipped_rule_case(case) -> None:
 
 def test_every_shipped_rule_has_a_firing_and_a_quiet_case() -> None:
     cov = coverage(CASES)
-    missing = [r.code for r in load_rules().rules
-               if "firing" not in cov.get(r.code, set()) or "ok" not in cov.get(r.code, set())]
+    missing = [
+        r.code
+        for r in load_rules().rules
+        if "firing" not in cov.get(r.code, set()) or "ok" not in cov.get(r.code, set())
+    ]
     assert not missing, f"rules without a firing and an ok case: {missing}"
 
 
@@ -36,9 +39,18 @@ def test_every_rule_has_a_summary_checks_and_a_runbook() -> None:
 
 
 def test_series_notation() -> None:
-    assert parse_series("1x2 0.5+0.5x2 _ nan 3-1x1") == [1, 1, 1, 0.5, 1.0, 1.5, None,
-                                                         pytest.approx(float("nan"), nan_ok=True),
-                                                         3, 2]
+    assert parse_series("1x2 0.5+0.5x2 _ nan 3-1x1") == [
+        1,
+        1,
+        1,
+        0.5,
+        1.0,
+        1.5,
+        None,
+        pytest.approx(float("nan"), nan_ok=True),
+        3,
+        2,
+    ]
     with pytest.raises(ValueError, match="bad series token"):
         parse_series("1x")
 
@@ -57,20 +69,36 @@ groups:
 """
 
 
-@pytest.mark.parametrize(("change", "where", "message"), [
-    (("severity: warning", "severity: fatal"), ":7:", "bad severity 'fatal' (valid: info, warning, error)"),
-    (("threshold:", "treshold:"), ":9:", "unknown condition kind 'treshold'"),
-    (("metric: entropy", "metric: entropie"), ":9:", "unknown metric 'entropie' (did you mean entropy"),
-    (("summary:", "sumary:"), ":10:", "unknown key 'sumary'"),
-    (("{value:.3g}", "{baseline}"), ":10:", "summary uses unknown field {baseline}"),
-    (("below: 0.1", "below: lots"), ":9:", "expected a number, got 'lots'"),
-    (("code: XX01", "code: x1"), ":5:", "bad code 'x1'"),
-    (("version: 1", "version: 2"), ":1:", "unsupported version 2"),
-    (("name: custom.rule", "name: custom.rule\n        name: again"), ":7:", "duplicate key 'name'"),
-    (("below: 0.1}", "below: 0.1"), ":10:", "invalid YAML"),
-])
-def test_rule_file_errors_point_at_file_line_col(tmp_path: Path, change: tuple[str, str],
-                                                 where: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("change", "where", "message"),
+    [
+        (
+            ("severity: warning", "severity: fatal"),
+            ":7:",
+            "bad severity 'fatal' (valid: info, warning, error)",
+        ),
+        (("threshold:", "treshold:"), ":9:", "unknown condition kind 'treshold'"),
+        (
+            ("metric: entropy", "metric: entropie"),
+            ":9:",
+            "unknown metric 'entropie' (did you mean entropy",
+        ),
+        (("summary:", "sumary:"), ":10:", "unknown key 'sumary'"),
+        (("{value:.3g}", "{baseline}"), ":10:", "summary uses unknown field {baseline}"),
+        (("below: 0.1", "below: lots"), ":9:", "expected a number, got 'lots'"),
+        (("code: XX01", "code: x1"), ":5:", "bad code 'x1'"),
+        (("version: 1", "version: 2"), ":1:", "unsupported version 2"),
+        (
+            ("name: custom.rule", "name: custom.rule\n        name: again"),
+            ":7:",
+            "duplicate key 'name'",
+        ),
+        (("below: 0.1}", "below: 0.1"), ":10:", "invalid YAML"),
+    ],
+)
+def test_rule_file_errors_point_at_file_line_col(
+    tmp_path: Path, change: tuple[str, str], where: str, message: str
+) -> None:
     f = tmp_path / "r.yaml"
     f.write_text(GOOD.replace(*change))
     with pytest.raises(RuleFileError) as exc:
@@ -89,8 +117,12 @@ def test_duplicate_codes_are_an_error(tmp_path: Path) -> None:
 
 def test_nothing_in_a_rule_file_is_executed(tmp_path: Path) -> None:
     f = tmp_path / "r.yaml"
-    f.write_text(GOOD.replace("summary: \"entropy {value:.3g}\"",
-                              "summary: !!python/object/apply:os.system ['echo pwned']"))
+    f.write_text(
+        GOOD.replace(
+            'summary: "entropy {value:.3g}"',
+            "summary: !!python/object/apply:os.system ['echo pwned']",
+        )
+    )
     with pytest.raises(RuleFileError, match="is not allowed \\(rule files are plain data\\)"):
         load_file(f)
 
@@ -118,15 +150,19 @@ def test_rules_cli(tmp_path: Path) -> None:
     r = runner.invoke(app, ["rules", "check", str(bad)])
     assert r.exit_code == 2 and f"{bad}:7:" in r.output
     failing = tmp_path / "x.test.yaml"
-    failing.write_text(textwrap.dedent(f"""\
+    failing.write_text(
+        textwrap.dedent(f"""\
         version: 1
         rule_files: [{good.name}]
         tests:
           - name: wrong expectation
             series: {{entropy: "0.5x5"}}
             expect: [{{code: XX01, step: 3, state: firing}}]
-        """))
+        """)
+    )
     r = runner.invoke(app, ["rules", "test", str(failing)])
     assert r.exit_code == 1 and "XX01 at step 3: expected firing, got ok" in r.output
-    failing.write_text("version: 1\ntests: [{name: x, series: {}, expect: [{code: X, state: on}]}]\n")
+    failing.write_text(
+        "version: 1\ntests: [{name: x, series: {}, expect: [{code: X, state: on}]}]\n"
+    )
     assert runner.invoke(app, ["rules", "test", str(failing)]).exit_code == 2

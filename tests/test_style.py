@@ -12,6 +12,10 @@ from conftest import ROOT
 def test_ruff_clean() -> None:
     ruff = shutil.which("ruff")
     cmd = [ruff] if ruff else [sys.executable, "-m", "ruff"]
-    out = subprocess.run([*cmd, "check", "--output-format", "concise", str(ROOT)],
-                         capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [*cmd, "check", "--output-format", "concise", str(ROOT)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stdout + out.stderr

@@ -46,9 +46,14 @@ def test_tail_sees_every_row_once_while_writers_append(tmp_path: Path) -> None:
         pending = b""
         for step in range(60):
             entropy = 0.5 if step < 30 else 0.005
-            data = pending + b"".join(tb_record(step, t, v) for t, v in (
-                ("actor/entropy", entropy), ("actor/grad_norm", 0.3),
-                ("response_length/clip_ratio", 0.5 if step >= 30 else 0.01)))
+            data = pending + b"".join(
+                tb_record(step, t, v)
+                for t, v in (
+                    ("actor/entropy", entropy),
+                    ("actor/grad_norm", 0.3),
+                    ("response_length/clip_ratio", 0.5 if step >= 30 else 0.01),
+                )
+            )
             cut = len(data) - 7 if step % 3 == 0 else len(data)  # a partial record now and then
             target = first if step < 40 else tb / "events.out.tfevents.1700000100.host"
             with open(target, "ab") as fh:
@@ -107,8 +112,15 @@ def test_stale_runs_and_vanished_sources_are_reported_not_fatal(tmp_path: Path) 
 
 def rlwatch(*args: str, **kw) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100"}
-    return subprocess.run([sys.executable, "-m", "rlwatch", *args], capture_output=True,
-                          text=True, env=env, timeout=120, cwd=ROOT, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "rlwatch", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=ROOT,
+        **kw,
+    )
 
 
 def test_plain_lines_and_the_watchdog() -> None:
@@ -123,11 +135,12 @@ def test_plain_lines_and_the_watchdog() -> None:
 
 def test_on_alert_gets_the_verdict_as_json_and_env(tmp_path: Path) -> None:
     out = tmp_path / "alerts.jsonl"
-    cmd = (f"{sys.executable} -c \"import json,os,sys; d=json.load(sys.stdin); "
-           f"open(r'{out}','a').write(json.dumps([d['code'], os.environ['RLWATCH_CODE'], "
-           f"os.environ['RLWATCH_SEVERITY'], os.environ['RLWATCH_STEP']])+chr(10))\"")
-    r = rlwatch("tail", "fixtures/grpo-broken", "--once", "--on-alert", cmd, "--alert-on",
-                "error")
+    cmd = (
+        f'{sys.executable} -c "import json,os,sys; d=json.load(sys.stdin); '
+        f"open(r'{out}','a').write(json.dumps([d['code'], os.environ['RLWATCH_CODE'], "
+        f"os.environ['RLWATCH_SEVERITY'], os.environ['RLWATCH_STEP']])+chr(10))\""
+    )
+    r = rlwatch("tail", "fixtures/grpo-broken", "--once", "--on-alert", cmd, "--alert-on", "error")
     assert r.returncode == 0, r.stderr
     alerts = [json.loads(x) for x in out.read_text().splitlines()]
     assert ["ST03", "ST03", "error", "238"] in alerts
@@ -139,14 +152,30 @@ def test_the_tty_dashboard_under_tmux(tmp_path: Path) -> None:
     session = f"rlwatch-{os.getpid()}"
     shutil.copytree(FIXTURES / "grpo-broken", tmp_path / "grpo-broken")
     cmd = f"cd {ROOT} && {sys.executable} -m rlwatch tail {tmp_path} --interval 0.5"
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40",
-                    "bash", "-c", f"{cmd}; echo EXIT=$?; sleep 30"], check=True)
+    subprocess.run(
+        [
+            "tmux",
+            "new-session",
+            "-d",
+            "-s",
+            session,
+            "-x",
+            "120",
+            "-y",
+            "40",
+            "bash",
+            "-c",
+            f"{cmd}; echo EXIT=$?; sleep 30",
+        ],
+        check=True,
+    )
     try:
         screen = ""
         for _ in range(60):
             time.sleep(0.5)
-            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
-                                    capture_output=True, text=True).stdout
+            screen = subprocess.run(
+                ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+            ).stdout
             if "firing" in screen and "grpo-broken" in screen:
                 break
         assert "rlwatch tail: 1 run(s)" in screen
@@ -154,8 +183,9 @@ def test_the_tty_dashboard_under_tmux(tmp_path: Path) -> None:
         subprocess.run(["tmux", "send-keys", "-t", session, "C-c"], check=True)
         for _ in range(20):
             time.sleep(0.3)
-            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
-                                    capture_output=True, text=True).stdout
+            screen = subprocess.run(
+                ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+            ).stdout
             if "EXIT=" in screen:
                 break
         assert "EXIT=0" in screen and "Traceback" not in screen

@@ -19,8 +19,14 @@ from rlwatch.sources._tfrecord import EventFileReader
 def _rlwatch_rows(path: Path) -> pd.DataFrame:
     reader = EventFileReader(str(path))
     b = reader.read()
-    return pd.DataFrame({"tag": np.asarray(reader.tags, dtype=object)[b.tag], "step": b.step,
-                         "value": b.value, "wall_time": b.wall_time})
+    return pd.DataFrame(
+        {
+            "tag": np.asarray(reader.tags, dtype=object)[b.tag],
+            "step": b.step,
+            "value": b.value,
+            "wall_time": b.wall_time,
+        }
+    )
 
 
 def _tbparse_rows(path: Path) -> pd.DataFrame:
@@ -75,13 +81,19 @@ def test_odd_events_take_the_exact_path_and_agree(tmp_path: Path) -> None:
     w = EventFileWriter(str(tmp_path))
     long_tag = "x/" + "y" * 200
     for step in (0, 1, 2**40, 7):
-        vals = [summary_pb2.Summary.Value(tag=long_tag, simple_value=step * 0.5),
-                summary_pb2.Summary.Value(tag="a", simple_value=1.0),
-                summary_pb2.Summary.Value(tag="b", simple_value=float("nan"))]
-        w.add_event(event_pb2.Event(wall_time=1e9 + step, step=step,
-                                    summary=summary_pb2.Summary(value=vals[:1])))
-        w.add_event(event_pb2.Event(wall_time=1e9, step=step,
-                                    summary=summary_pb2.Summary(value=vals[1:])))
+        vals = [
+            summary_pb2.Summary.Value(tag=long_tag, simple_value=step * 0.5),
+            summary_pb2.Summary.Value(tag="a", simple_value=1.0),
+            summary_pb2.Summary.Value(tag="b", simple_value=float("nan")),
+        ]
+        w.add_event(
+            event_pb2.Event(
+                wall_time=1e9 + step, step=step, summary=summary_pb2.Summary(value=vals[:1])
+            )
+        )
+        w.add_event(
+            event_pb2.Event(wall_time=1e9, step=step, summary=summary_pb2.Summary(value=vals[1:]))
+        )
         w.add_event(event_pb2.Event(step=step, summary=summary_pb2.Summary(value=vals[1:2])))
     w.close()
     (f,) = tmp_path.glob("events.out.tfevents.*")
@@ -95,8 +107,14 @@ def test_crc_resync_constants_hold() -> None:
     rng = np.random.default_rng(0)
     a, b = rng.bytes(37), rng.bytes(64)
     crc = _tfrecord._crc32c
-    stream = (a + crc(a).to_bytes(4, "little") + bytes(8)
-              + _tfrecord._RESYNC_TAIL.to_bytes(4, "little") + b + crc(b).to_bytes(4, "little"))
+    stream = (
+        a
+        + crc(a).to_bytes(4, "little")
+        + bytes(8)
+        + _tfrecord._RESYNC_TAIL.to_bytes(4, "little")
+        + b
+        + crc(b).to_bytes(4, "little")
+    )
     assert crc(stream) == _tfrecord._RESIDUE
     assert crc(b + crc(b).to_bytes(4, "little")) == _tfrecord._RESIDUE
 
@@ -170,7 +188,11 @@ def test_runs_are_found_as_tensorboard_finds_them(tmp_path: Path) -> None:
     assert sorted(runs) == sorted([tmp_path.name, "a", "group/b", "group/b/nested"])
     frame = tensorboard.load(tmp_path)
     assert frame.data.groupby("run", observed=True).size().to_dict() == {
-        tmp_path.name: 1, "a": 2, "group/b": 1, "group/b/nested": 1}
+        tmp_path.name: 1,
+        "a": 2,
+        "group/b": 1,
+        "group/b/nested": 1,
+    }
 
 
 def test_several_event_files_of_a_run_are_read_in_write_order(tmp_path: Path) -> None:
@@ -212,4 +234,5 @@ class TestFollower:
         key = ["run", "tag", "step"]
         pd.testing.assert_frame_equal(
             polled[[*key, "value"]].sort_values(key).reset_index(drop=True),
-            batch[[*key, "value"]].sort_values(key).reset_index(drop=True))
+            batch[[*key, "value"]].sort_values(key).reset_index(drop=True),
+        )

@@ -26,9 +26,15 @@ TINKER = FIXTURES / "tinker-rlvr-qwen3-4b-rubric"
 
 
 def wandb_env(tmp: Path) -> dict[str, str]:
-    return {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true",
-            "WANDB_DIR": str(tmp), "WANDB_CACHE_DIR": str(tmp / "cache"),
-            "WANDB_CONFIG_DIR": str(tmp / "config"), "WANDB_DATA_DIR": str(tmp / "data")}
+    return {
+        **os.environ,
+        "WANDB_MODE": "offline",
+        "WANDB_SILENT": "true",
+        "WANDB_DIR": str(tmp),
+        "WANDB_CACHE_DIR": str(tmp / "cache"),
+        "WANDB_CONFIG_DIR": str(tmp / "config"),
+        "WANDB_DATA_DIR": str(tmp / "data"),
+    }
 
 
 def write_offline_run(tmp: Path, body: str) -> Path:
@@ -36,15 +42,23 @@ def write_offline_run(tmp: Path, body: str) -> Path:
     tmp.mkdir(parents=True, exist_ok=True)
     script = tmp / "log.py"
     script.write_text("import math, wandb\n" + textwrap.dedent(body))
-    subprocess.run([sys.executable, str(script)], check=True, env=wandb_env(tmp), cwd=tmp,
-                   timeout=120, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(script)],
+        check=True,
+        env=wandb_env(tmp),
+        cwd=tmp,
+        timeout=120,
+        capture_output=True,
+    )
     (f,) = tmp.rglob("*.wandb")
     return f
 
 
 @pytest.fixture(scope="module")
 def offline_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_offline_run(tmp_path_factory.mktemp("wb"), """
+    return write_offline_run(
+        tmp_path_factory.mktemp("wb"),
+        """
         run = wandb.init(project="rlwatch", name="grpo-offline", config={"lr": 1e-6, "beta": 0.04})
         run.define_metric("train/global_step")
         run.define_metric("train/*", step_metric="train/global_step")
@@ -54,7 +68,8 @@ def offline_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
                        "train/frac_reward_zero_std": 1.0 if s > 20 else 0.25,
                        "samples": wandb.Table(columns=["a"], data=[[1]]) if s == 0 else 0.5})
         wandb.finish()
-    """)
+    """,
+    )
 
 
 def test_an_offline_run_reads_completely_with_its_step_metric(offline_run: Path) -> None:
@@ -81,8 +96,7 @@ def test_the_real_tinker_run_file_equals_its_metrics_jsonl() -> None:
     key = ["tag", "step"]
 
     def canon(d: pd.DataFrame) -> pd.DataFrame:
-        return (d[[*key, "value"]].astype({"tag": str}).sort_values(key)
-                .reset_index(drop=True))
+        return d[[*key, "value"]].astype({"tag": str}).sort_values(key).reset_index(drop=True)
 
     assert len(ours) == 190
     pd.testing.assert_frame_equal(canon(ours), canon(truth))
@@ -121,11 +135,19 @@ def service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     pytest.importorskip("pyarrow", reason="the stand-in serves parquet like W&B does")
     from fake_wandb import FakeWandb
 
-    rows = [{"_step": s, "_timestamp": 1.7e9 + s, "train/reward": 0.1 + 0.01 * s,
-             "train/entropy": 0.5 if s < 30 else 0.01, "train/completions/clipped_ratio": 0.02}
-            for s in range(60)]
-    fake = FakeWandb({"team/rl/abc123": {"name": "grpo-cloud", "config": {"lr": 1e-6},
-                                         "rows": rows}})
+    rows = [
+        {
+            "_step": s,
+            "_timestamp": 1.7e9 + s,
+            "train/reward": 0.1 + 0.01 * s,
+            "train/entropy": 0.5 if s < 30 else 0.01,
+            "train/completions/clipped_ratio": 0.02,
+        }
+        for s in range(60)
+    ]
+    fake = FakeWandb(
+        {"team/rl/abc123": {"name": "grpo-cloud", "config": {"lr": 1e-6}, "rows": rows}}
+    )
     for k, v in wandb_env(tmp_path).items():
         if k.startswith("WANDB_") and k != "WANDB_MODE":
             monkeypatch.setenv(k, v)

@@ -14,15 +14,21 @@ class Format(str, enum.Enum):
     json = "json"
 
 
-TARGETS_HELP = ("Runs to read: a TensorBoard log directory (every directory below it that "
-                "holds events.out.tfevents.* files is a run) or event file; or a log file "
-                "(verl console or JSONL, trainer_state.json, TRL console capture, JSONL with "
-                "a step field; sniffed), or a directory of such logs; a W&B run folder or "
-                ".wandb file; mlflow:<run_id> or mlflow:<experiment>/<run name>.")
-TRACKING_URI_HELP = ("MLflow tracking URI for mlflow: targets (http(s)://host:port, "
-                     "sqlite:///path.db, or an mlruns folder) [default: $MLFLOW_TRACKING_URI].")
-LOG_FORMAT_HELP = ("Force the format of log files instead of sniffing it: verl-console, "
-                   "verl-jsonl, trainer-state, python-dicts, jsonl.")
+TARGETS_HELP = (
+    "Runs to read: a TensorBoard log directory (every directory below it that "
+    "holds events.out.tfevents.* files is a run) or event file; or a log file "
+    "(verl console or JSONL, trainer_state.json, TRL console capture, JSONL with "
+    "a step field; sniffed), or a directory of such logs; a W&B run folder or "
+    ".wandb file; mlflow:<run_id> or mlflow:<experiment>/<run name>."
+)
+TRACKING_URI_HELP = (
+    "MLflow tracking URI for mlflow: targets (http(s)://host:port, "
+    "sqlite:///path.db, or an mlruns folder) [default: $MLFLOW_TRACKING_URI]."
+)
+LOG_FORMAT_HELP = (
+    "Force the format of log files instead of sniffing it: verl-console, "
+    "verl-jsonl, trainer-state, python-dicts, jsonl."
+)
 
 
 @contextlib.contextmanager

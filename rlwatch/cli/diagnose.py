@@ -34,34 +34,71 @@ class ReportFormat(str, enum.Enum):
 
 def diagnose(
     targets: Annotated[list[str], typer.Argument(metavar="TARGET...", help=TARGETS_HELP)],
-    fmt: Annotated[ReportFormat, typer.Option(
-        "--format", "-f", help="text for people; json, junit, github (workflow annotations; "
-        "also appends a table to $GITHUB_STEP_SUMMARY) or markdown for machines."
-    )] = ReportFormat.text,
-    output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="Write the --format report (json when --format is text) to FILE; "
-        "the human view still goes to the terminal.")] = None,
-    rules: Annotated[list[str] | None, typer.Option(
-        "--rules", help="A rule file to add; its rules override shipped ones with the same "
-        "code. Repeatable.")] = None,
-    select: Annotated[list[str] | None, typer.Option(
-        "--select", help="Only these rules: a code (EX01), a prefix (EX) or a name / family "
-        "(exploration). Repeatable.")] = None,
-    ignore: Annotated[list[str] | None, typer.Option(
-        "--ignore", help="Leave these rules out (same forms as --select). Repeatable.")] = None,
-    fail_on: Annotated[Severity | None, typer.Option(
-        "--fail-on", help="Exit 1 when a rule at or above this severity fired "
-        "[default: error].")] = None,
-    require: Annotated[list[str] | None, typer.Option(
-        "--require", help="A canonical metric every run must have (else exit 2). "
-        "Repeatable.")] = None,
-    exit_zero: Annotated[bool, typer.Option(
-        "--exit-zero", help="Exit 0 even when rules fired (report-only jobs).")] = False,
+    fmt: Annotated[
+        ReportFormat,
+        typer.Option(
+            "--format",
+            "-f",
+            help="text for people; json, junit, github (workflow annotations; "
+            "also appends a table to $GITHUB_STEP_SUMMARY) or markdown for machines.",
+        ),
+    ] = ReportFormat.text,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Write the --format report (json when --format is text) to FILE; "
+            "the human view still goes to the terminal.",
+        ),
+    ] = None,
+    rules: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rules",
+            help="A rule file to add; its rules override shipped ones with the same "
+            "code. Repeatable.",
+        ),
+    ] = None,
+    select: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--select",
+            help="Only these rules: a code (EX01), a prefix (EX) or a name / family "
+            "(exploration). Repeatable.",
+        ),
+    ] = None,
+    ignore: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ignore", help="Leave these rules out (same forms as --select). Repeatable."
+        ),
+    ] = None,
+    fail_on: Annotated[
+        Severity | None,
+        typer.Option(
+            "--fail-on", help="Exit 1 when a rule at or above this severity fired [default: error]."
+        ),
+    ] = None,
+    require: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--require", help="A canonical metric every run must have (else exit 2). Repeatable."
+        ),
+    ] = None,
+    exit_zero: Annotated[
+        bool, typer.Option("--exit-zero", help="Exit 0 even when rules fired (report-only jobs).")
+    ] = False,
     log_format: Annotated[str | None, typer.Option("--log-format", help=LOG_FORMAT_HELP)] = None,
-    tracking_uri: Annotated[str | None, typer.Option("--tracking-uri",
-                                                     help=TRACKING_URI_HELP)] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also list skipped rules "
-                                          "and each canonical metric's raw key.")] = False,
+    tracking_uri: Annotated[
+        str | None, typer.Option("--tracking-uri", help=TRACKING_URI_HELP)
+    ] = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Also list skipped rules and each canonical metric's raw key."
+        ),
+    ] = False,
 ) -> None:
     """Read runs, evaluate the training-health rules, and say what is wrong.
 
@@ -78,12 +115,16 @@ def diagnose(
 
         cfg = config.find()
         report = run_diagnosis(
-            targets, rules=cfg.get("rules", rules), select=cfg.get("select", select),
+            targets,
+            rules=cfg.get("rules", rules),
+            select=cfg.get("select", select),
             ignore=cfg.get("ignore", ignore),
             fail_on=cfg.get("fail_on", fail_on.value if fail_on else None) or "error",
-            require=cfg.get("require", require), log_format=cfg.get("log_format", log_format),
+            require=cfg.get("require", require),
+            log_format=cfg.get("log_format", log_format),
             tracking_uri=tracking_uri,
-            progress=True)
+            progress=True,
+        )
         data = report.to_dict()
         machine = fmt.value if fmt is not ReportFormat.text else ("json" if output else None)
         if output is not None:

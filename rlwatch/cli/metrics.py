@@ -21,10 +21,12 @@ def metrics(
     targets: Annotated[list[str], typer.Argument(metavar="TARGET...", help=TARGETS_HELP)],
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.text,
     log_format: Annotated[str | None, typer.Option("--log-format", help=LOG_FORMAT_HELP)] = None,
-    tracking_uri: Annotated[str | None, typer.Option("--tracking-uri",
-                                                     help=TRACKING_URI_HELP)] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also say what each "
-                                          "canonical metric means.")] = False,
+    tracking_uri: Annotated[
+        str | None, typer.Option("--tracking-uri", help=TRACKING_URI_HELP)
+    ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Also say what each canonical metric means.")
+    ] = False,
 ) -> None:
     """Show how rlwatch understood each run's metric names.
 
@@ -40,9 +42,17 @@ def metrics(
         summary = summarise(load(targets, log_format=log_format, tracking_uri=tracking_uri))
         descriptions = {m.name: m.description for m in catalogue().metrics.values()}
     if fmt is Format.json:
-        echo_json({"schema_version": summary["schema_version"],
-                   "runs": [{k: r[k] for k in ("name", "framework", "framework_version",
-                                               "metrics", "unmapped")}
-                            for r in summary["runs"]]})
+        echo_json(
+            {
+                "schema_version": summary["schema_version"],
+                "runs": [
+                    {
+                        k: r[k]
+                        for k in ("name", "framework", "framework_version", "metrics", "unmapped")
+                    }
+                    for r in summary["runs"]
+                ],
+            }
+        )
     else:
         stdout_console().print(metrics_renderable(summary, descriptions if verbose else None))

@@ -42,12 +42,20 @@ def explain(code: Annotated[str, typer.Argument(help="A rule code, e.g. EX01.")]
         ruleset = load_rules()
         rule = ruleset.get(code.upper())
         if rule is None:
-            raise UsageError(f"no rule {code!r} (codes: "
-                             f"{', '.join(sorted(r.code for r in ruleset.rules))})")
-    out = [f"{rule.code} {rule.name} ({rule.severity})", rule.description, "",
-           "condition:", yaml.safe_dump(rule.when, sort_keys=False).rstrip(),
-           f"for: {rule.for_} logged step(s); keep_firing_for: {rule.keep_firing_for}",
-           f"summary: {rule.summary}", "", "checks:"]
+            raise UsageError(
+                f"no rule {code!r} (codes: {', '.join(sorted(r.code for r in ruleset.rules))})"
+            )
+    out = [
+        f"{rule.code} {rule.name} ({rule.severity})",
+        rule.description,
+        "",
+        "condition:",
+        yaml.safe_dump(rule.when, sort_keys=False).rstrip(),
+        f"for: {rule.for_} logged step(s); keep_firing_for: {rule.keep_firing_for}",
+        f"summary: {rule.summary}",
+        "",
+        "checks:",
+    ]
     out += [f"  - {c.metric}: {c.hint}" for c in rule.checks] or ["  (none)"]
     out += ["", "runbook:", rule.runbook.rstrip(), "", f"defined in {rule.file}:{rule.line}"]
     typer.echo("\n".join(out))
@@ -65,8 +73,10 @@ def check(files: Annotated[list[Path], typer.Argument(help="Rule files to valida
 
 @app.command("test")
 def test(
-    files: Annotated[list[Path] | None, typer.Argument(
-        help="Rule test files (*.test.yaml). Default: the shipped pack's tests.")] = None,
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Rule test files (*.test.yaml). Default: the shipped pack's tests."),
+    ] = None,
 ) -> None:
     """Run promtool-style rule tests. Exit 0 all pass, 1 a case failed, 2 an invalid file."""
     with user_errors():

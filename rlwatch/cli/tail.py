@@ -23,31 +23,45 @@ class Level(str, enum.Enum):
 
 def tail(
     targets: Annotated[list[str], typer.Argument(metavar="TARGET...", help=TARGETS_HELP)],
-    interval: Annotated[float, typer.Option("--interval", "-n", min=0.1,
-                                            help="Seconds between polls.")] = 2.0,
-    once: Annotated[bool, typer.Option("--once", help="Poll once, print one frame, exit.")]
-    = False,
-    exit_on: Annotated[Level | None, typer.Option(
-        "--exit-on", help="Watchdog: exit 1 as soon as a verdict at or above this severity "
-        "fires.")] = None,
-    on_alert: Annotated[str | None, typer.Option(
-        "--on-alert", help="Run this shell command when a verdict at or above --alert-on fires; "
-        "it gets the verdict as JSON on stdin and RLWATCH_RUN, RLWATCH_CODE, RLWATCH_SEVERITY, "
-        "RLWATCH_STEP, RLWATCH_SUMMARY in its environment.")] = None,
-    alert_on: Annotated[Level, typer.Option("--alert-on", help="Severity that triggers "
-                                            "--on-alert.")] = Level.warning,
-    stale_after: Annotated[float, typer.Option("--stale-after", help="Seconds without an "
-                                               "update before a run is called stale.")] = 300.0,
-    plain: Annotated[bool, typer.Option("--plain", help="One line per state change even on a "
-                                        "terminal.")] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", "-n", min=0.1, help="Seconds between polls.")
+    ] = 2.0,
+    once: Annotated[bool, typer.Option("--once", help="Poll once, print one frame, exit.")] = False,
+    exit_on: Annotated[
+        Level | None,
+        typer.Option(
+            "--exit-on",
+            help="Watchdog: exit 1 as soon as a verdict at or above this severity fires.",
+        ),
+    ] = None,
+    on_alert: Annotated[
+        str | None,
+        typer.Option(
+            "--on-alert",
+            help="Run this shell command when a verdict at or above --alert-on fires; "
+            "it gets the verdict as JSON on stdin and RLWATCH_RUN, RLWATCH_CODE, RLWATCH_SEVERITY, "
+            "RLWATCH_STEP, RLWATCH_SUMMARY in its environment.",
+        ),
+    ] = None,
+    alert_on: Annotated[
+        Level, typer.Option("--alert-on", help="Severity that triggers --on-alert.")
+    ] = Level.warning,
+    stale_after: Annotated[
+        float,
+        typer.Option(
+            "--stale-after", help="Seconds without an update before a run is called stale."
+        ),
+    ] = 300.0,
+    plain: Annotated[
+        bool, typer.Option("--plain", help="One line per state change even on a terminal.")
+    ] = False,
     rules: Annotated[list[str] | None, typer.Option("--rules", help="Extra rule file.")] = None,
-    select: Annotated[list[str] | None, typer.Option("--select", help="Only these rules.")]
-    = None,
-    ignore: Annotated[list[str] | None, typer.Option("--ignore", help="Leave these out.")]
-    = None,
+    select: Annotated[list[str] | None, typer.Option("--select", help="Only these rules.")] = None,
+    ignore: Annotated[list[str] | None, typer.Option("--ignore", help="Leave these out.")] = None,
     log_format: Annotated[str | None, typer.Option("--log-format", help=LOG_FORMAT_HELP)] = None,
-    tracking_uri: Annotated[str | None, typer.Option("--tracking-uri",
-                                                     help=TRACKING_URI_HELP)] = None,
+    tracking_uri: Annotated[
+        str | None, typer.Option("--tracking-uri", help=TRACKING_URI_HELP)
+    ] = None,
 ) -> None:
     """Follow runs as they are written and say, within one poll, when something goes wrong.
 
@@ -65,8 +79,13 @@ def tail(
         from rlwatch.engine.select import select as choose
         from rlwatch.live import Watch
 
-        watch = Watch(targets, choose(load_rules(rules), select, ignore), log_format=log_format,
-                      tracking_uri=tracking_uri, stale_after=stale_after)
+        watch = Watch(
+            targets,
+            choose(load_rules(rules), select, ignore),
+            log_format=log_format,
+            tracking_uri=tracking_uri,
+            stale_after=stale_after,
+        )
     tty = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and not plain
     exit_rank = SEVERITIES.index(exit_on.value) if exit_on else None
     alert_rank = SEVERITIES.index(alert_on.value)
@@ -96,8 +115,11 @@ def tail(
                         _print_dashboard(watch, interval)
                     raise typer.Exit(1 if stop else 0)
                 if stop:
-                    print(f"rlwatch: watchdog: a verdict at or above {exit_on.value} fired",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"rlwatch: watchdog: a verdict at or above {exit_on.value} fired",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     raise typer.Exit(1)
                 time.sleep(interval)
         from rich.console import Console
@@ -109,8 +131,10 @@ def tail(
         with Live(console=console, auto_refresh=False, screen=False) as live:
             while True:
                 stop = handle(watch.poll())
-                live.update(dashboard(watch.snapshot(), interval=interval,
-                                      width=console.size.width), refresh=True)
+                live.update(
+                    dashboard(watch.snapshot(), interval=interval, width=console.size.width),
+                    refresh=True,
+                )
                 if stop:
                     break
                 time.sleep(interval)
@@ -132,11 +156,23 @@ def _print_dashboard(watch, interval: float) -> None:
 def _alert(command: str, verdict) -> None:
     data = verdict.to_dict()
     ep = verdict.episodes[-1]
-    env = {**os.environ, "RLWATCH_RUN": verdict.run, "RLWATCH_CODE": verdict.code,
-           "RLWATCH_SEVERITY": verdict.severity, "RLWATCH_STEP": str(ep.first_step),
-           "RLWATCH_SUMMARY": ep.summary}
+    env = {
+        **os.environ,
+        "RLWATCH_RUN": verdict.run,
+        "RLWATCH_CODE": verdict.code,
+        "RLWATCH_SEVERITY": verdict.severity,
+        "RLWATCH_STEP": str(ep.first_step),
+        "RLWATCH_SUMMARY": ep.summary,
+    }
     try:
-        subprocess.run(command, shell=True, input=json.dumps(data, default=str), text=True,
-                       env=env, timeout=60, check=False)
+        subprocess.run(
+            command,
+            shell=True,
+            input=json.dumps(data, default=str),
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         print(f"rlwatch: --on-alert command failed: {exc}", file=sys.stderr, flush=True)

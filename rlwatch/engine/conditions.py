@@ -53,7 +53,10 @@ class Context:
         if cached is None:
             cached = self.memo[key] = (
                 {str(c): i for i, c in enumerate(frame.columns)},
-                frame.to_numpy(dtype=np.float64), frame.index.to_numpy(dtype=np.int64), frame)
+                frame.to_numpy(dtype=np.float64),
+                frame.index.to_numpy(dtype=np.int64),
+                frame,
+            )
         cols, matrix, steps, _ = cached
         col = matrix[:, cols[metric]]
         ok = ~np.isnan(col)
@@ -65,8 +68,11 @@ class Context:
         key = f"series:{metric}"
         s = self.memo.get(key)
         if s is None:
-            s = self.memo[key] = (self._arrays(self.wide, metric) if metric in self.wide.columns
-                                  else Series(np.empty(0, np.int64), np.empty(0)))
+            s = self.memo[key] = (
+                self._arrays(self.wide, metric)
+                if metric in self.wide.columns
+                else Series(np.empty(0, np.int64), np.empty(0))
+            )
         if len(s) < needs:
             raise Skip(f"too few steps of {metric!r}: {len(s)} logged, needs {needs}")
         return s
@@ -83,8 +89,9 @@ class Context:
         bounds = [0, *sorted(set(int(c) for c in cuts if 0 < c < steps.size)), steps.size]
         return [slice(a, b) for a, b in itertools.pairwise(bounds)]
 
-    def by_segment(self, values: np.ndarray, steps: np.ndarray,
-                   fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    def by_segment(
+        self, values: np.ndarray, steps: np.ndarray, fn: Callable[[np.ndarray], np.ndarray]
+    ) -> np.ndarray:
         """Apply a windowed computation within each restart segment separately."""
         parts = self.segments(steps)
         if len(parts) == 1:
@@ -202,10 +209,20 @@ def spike(ctx: Context, spec: dict[str, Any]) -> Signal:
             mask &= (v >= spec["factor"] * base) & (base > 0)
         else:
             mask &= -delta >= spec["drop"] * np.abs(base)
-    observed = {"value": v, "baseline": base, "ratio": _ratio(v, base),
-                "change": _ratio(delta, np.abs(base))}
-    return Signal(s.steps, mask, observed, "ratio" if "factor" in spec else "change",
-                  "factor" in spec, (metric,))
+    observed = {
+        "value": v,
+        "baseline": base,
+        "ratio": _ratio(v, base),
+        "change": _ratio(delta, np.abs(base)),
+    }
+    return Signal(
+        s.steps,
+        mask,
+        observed,
+        "ratio" if "factor" in spec else "change",
+        "factor" in spec,
+        (metric,),
+    )
 
 
 def relative(ctx: Context, spec: dict[str, Any]) -> Signal:
@@ -234,8 +251,11 @@ def relative(ctx: Context, spec: dict[str, Any]) -> Signal:
         mask &= v > spec["above_factor"] * ref
     if "min_delta" in spec:
         mask &= np.abs(v - ref) >= spec["min_delta"]
-    observed = {"value": v, "reference": np.full(v.size, ref),
-                "ratio": v / ref if ref != 0 else np.full(v.size, np.nan)}
+    observed = {
+        "value": v,
+        "reference": np.full(v.size, ref),
+        "ratio": v / ref if ref != 0 else np.full(v.size, np.nan),
+    }
     return Signal(s.steps, mask, observed, "value", "above_factor" in spec, (metric,))
 
 
@@ -270,15 +290,24 @@ def nonfinite(ctx: Context, spec: dict[str, Any]) -> Signal:
     if metric not in ctx.wide.columns and metric not in ctx.nonfinite:
         raise Skip(f"metric {metric!r} not logged")
     bad = np.asarray(ctx.nonfinite.get(metric, pd.Index([], dtype="int64")), dtype=np.int64)
-    s = (ctx.series(metric) if metric in ctx.wide.columns
-         else Series(np.empty(0, np.int64), np.empty(0)))
+    s = (
+        ctx.series(metric)
+        if metric in ctx.wide.columns
+        else Series(np.empty(0, np.int64), np.empty(0))
+    )
     steps = np.union1d(s.steps, bad)
     mask = np.isin(steps, bad)
     value = np.full(steps.size, np.nan)
     value[np.isin(steps, s.steps)] = s.values[np.isin(s.steps, steps)]
     value[mask] = np.nan
-    return Signal(steps, mask, {"value": value, "count": np.cumsum(mask).astype(float)},
-                  "count", True, (metric,))
+    return Signal(
+        steps,
+        mask,
+        {"value": value, "count": np.cumsum(mask).astype(float)},
+        "count",
+        True,
+        (metric,),
+    )
 
 
 def stuck(ctx: Context, spec: dict[str, Any]) -> Signal:
@@ -297,10 +326,11 @@ def stuck(ctx: Context, spec: dict[str, Any]) -> Signal:
         eq = np.concatenate([[False], v[1:] == v[:-1]])
         same = eq | np.concatenate([eq[1:], [False]])
     if ctx.decimals is not None:
-        same &= np.abs(v) >= 0.5 * 10.0 ** -ctx.decimals
+        same &= np.abs(v) >= 0.5 * 10.0**-ctx.decimals
     held = _held(same)
-    return Signal(s.steps, held >= n, {"value": v, "held": held.astype(float)}, "held", True,
-                  (metric,))
+    return Signal(
+        s.steps, held >= n, {"value": v, "held": held.astype(float)}, "held", True, (metric,)
+    )
 
 
 def stall(ctx: Context, spec: dict[str, Any]) -> Signal:
@@ -330,8 +360,14 @@ def stall(ctx: Context, spec: dict[str, Any]) -> Signal:
     base = ctx.by_segment(d, steps, expanding)
     with np.errstate(invalid="ignore"):
         mask = ~np.isnan(base) & (d >= spec["factor"] * base) & (base > 0)
-    return Signal(steps, mask, {"value": d, "baseline": base, "ratio": _ratio(d, base)},
-                  "ratio", True, (metric,))
+    return Signal(
+        steps,
+        mask,
+        {"value": d, "baseline": base, "ratio": _ratio(d, base)},
+        "ratio",
+        True,
+        (metric,),
+    )
 
 
 def count(ctx: Context, spec: dict[str, Any]) -> Signal:
@@ -343,8 +379,14 @@ def count(ctx: Context, spec: dict[str, Any]) -> Signal:
     c = np.cumsum(inner.mask.astype(float))
     hits = c - _shift(c, spec["within"])
     hits = np.where(np.isnan(hits), c, hits)
-    return Signal(inner.steps, hits >= spec["at_least"], {**inner.observed, "count": hits},
-                  "count", True, inner.metrics)
+    return Signal(
+        inner.steps,
+        hits >= spec["at_least"],
+        {**inner.observed, "count": hits},
+        "count",
+        True,
+        inner.metrics,
+    )
 
 
 def _combine(ctx: Context, specs: list[dict[str, Any]], how: str) -> Signal:
@@ -371,25 +413,43 @@ def _combine(ctx: Context, specs: list[dict[str, Any]], how: str) -> Signal:
             pos = np.searchsorted(s.steps, steps, side="right") - 1
             valid = pos >= 0
             pos = np.maximum(pos, 0)
-        masks.append(s.mask if same else (s.mask[pos] & valid) if s.mask.size
-                     else np.zeros(steps.size, bool))
+        masks.append(
+            s.mask if same else (s.mask[pos] & valid) if s.mask.size else np.zeros(steps.size, bool)
+        )
         leaf = len(set(s.metrics)) == 1
         for key, values in s.observed.items():
-            aligned = values if same else np.where(valid, values[pos], np.nan) if values.size \
+            aligned = (
+                values
+                if same
+                else np.where(valid, values[pos], np.nan)
+                if values.size
                 else np.full(steps.size, np.nan)
+            )
             observed.setdefault(key, aligned)
             if leaf and "." not in key:
                 observed.setdefault(f"{s.metrics[0]}.{key}", aligned)
     stacked = np.vstack(masks)
     mask = stacked.all(axis=0) if how == "all" else stacked.any(axis=0)
     first = signals[0]
-    return Signal(steps, mask, observed, first.peak, first.peak_max,
-                  tuple(m for s in signals for m in s.metrics))
+    return Signal(
+        steps,
+        mask,
+        observed,
+        first.peak,
+        first.peak_max,
+        tuple(m for s in signals for m in s.metrics),
+    )
 
 
 KINDS: dict[str, Callable[[Context, Any], Signal]] = {
-    "threshold": threshold, "spike": spike, "relative": relative, "trend": trend,
-    "nonfinite": nonfinite, "stuck": stuck, "stall": stall, "count": count,
+    "threshold": threshold,
+    "spike": spike,
+    "relative": relative,
+    "trend": trend,
+    "nonfinite": nonfinite,
+    "stuck": stuck,
+    "stall": stall,
+    "count": count,
     "all": lambda ctx, specs: _combine(ctx, specs, "all"),
     "any": lambda ctx, specs: _combine(ctx, specs, "any"),
 }

@@ -23,9 +23,13 @@ class Episode:
     summary: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"first_step": self.first_step, "last_step": self.last_step,
-                "peak_step": self.peak_step, "summary": self.summary,
-                "observed": {k: _num(v) for k, v in sorted(self.observed.items())}}
+        return {
+            "first_step": self.first_step,
+            "last_step": self.last_step,
+            "peak_step": self.peak_step,
+            "summary": self.summary,
+            "observed": {k: _num(v) for k, v in sorted(self.observed.items())},
+        }
 
 
 @dataclass
@@ -51,14 +55,22 @@ class Verdict:
             return self.reason
         first = self.episodes[0]
         more = len(self.episodes) - 1
-        return first.summary + (f" (+{more} more episode{'s' if more > 1 else ''})" if more
-                                else "")
+        return first.summary + (f" (+{more} more episode{'s' if more > 1 else ''})" if more else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run": self.run, "code": self.code, "name": self.name,
-                "severity": self.severity, "state": self.state, "summary": self.summary,
-                "reason": self.reason, "metrics": self.metrics, "checks": self.checks,
-                "episodes": [e.to_dict() for e in self.episodes], "context": self.context}
+        return {
+            "run": self.run,
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity,
+            "state": self.state,
+            "summary": self.summary,
+            "reason": self.reason,
+            "metrics": self.metrics,
+            "checks": self.checks,
+            "episodes": [e.to_dict() for e in self.episodes],
+            "context": self.context,
+        }
 
 
 def _num(v: float) -> float | str | None:
@@ -91,12 +103,19 @@ def context(frame: Any, run: str, metrics: list[str] | None = None) -> Context:
             return pd.Series(dtype=float)
         return w.groupby("step")["wall_time"].max().dropna()
 
-    return Context(finite, nonfinite, wall, frame.segment_starts(run),
-                   getattr(info, "decimals", None), dict(info.metrics))
+    return Context(
+        finite,
+        nonfinite,
+        wall,
+        frame.segment_starts(run),
+        getattr(info, "decimals", None),
+        dict(info.metrics),
+    )
 
 
-def evaluate_rule(ctx: Context, rule: Rule, run: str = "", *, detail: bool = True
-                  ) -> tuple[Verdict, tuple[np.ndarray, np.ndarray] | None, Signal | None]:
+def evaluate_rule(
+    ctx: Context, rule: Rule, run: str = "", *, detail: bool = True
+) -> tuple[Verdict, tuple[np.ndarray, np.ndarray] | None, Signal | None]:
     """The verdict of one rule, the per-step firing mask (steps, firing) and its signal.
 
     `detail=False` (live following) keeps only the last episode and skips checks and context.
@@ -128,25 +147,30 @@ def evaluate_rule(ctx: Context, rule: Rule, run: str = "", *, detail: bool = Tru
     return base, fire, sig
 
 
-def _context(ctx: Context, metric: str, ep: Episode, before: int = 30, after: int = 10,
-             points: int = 40) -> dict[str, Any]:
+def _context(
+    ctx: Context, metric: str, ep: Episode, before: int = 30, after: int = 10, points: int = 40
+) -> dict[str, Any]:
     """The metric's values around an episode (at most `points`), for a sparkline."""
     if metric not in ctx.wide.columns:
         return {}
     s = ctx.wide[metric].dropna()
     i0 = int(np.searchsorted(s.index.to_numpy(), ep.first_step))
     i1 = int(np.searchsorted(s.index.to_numpy(), ep.last_step, side="right"))
-    part = s.iloc[max(0, i0 - before):i1 + after]
+    part = s.iloc[max(0, i0 - before) : i1 + after]
     if len(part) > points:
         part = part.iloc[np.linspace(0, len(part) - 1, points).round().astype(int)]
-    return {"metric": metric, "steps": [int(x) for x in part.index],
-            "values": [_num(float(x)) for x in part.to_numpy()]}
+    return {
+        "metric": metric,
+        "steps": [int(x) for x in part.index],
+        "values": [_num(float(x)) for x in part.to_numpy()],
+    }
 
 
-def _episode(rule: Rule, sig: Signal, steps: np.ndarray, a: int, b: int,
-             held: np.ndarray) -> Episode:
-    peak_values = np.asarray(sig.observed[sig.peak][a:b + 1], dtype=float)
-    cond = sig.mask[a:b + 1]
+def _episode(
+    rule: Rule, sig: Signal, steps: np.ndarray, a: int, b: int, held: np.ndarray
+) -> Episode:
+    peak_values = np.asarray(sig.observed[sig.peak][a : b + 1], dtype=float)
+    cond = sig.mask[a : b + 1]
     ranked = np.where(cond & ~np.isnan(peak_values), peak_values, np.nan)
     if np.isnan(ranked).all():
         k = int(np.argmax(cond)) if cond.any() else 0
@@ -154,9 +178,14 @@ def _episode(rule: Rule, sig: Signal, steps: np.ndarray, a: int, b: int,
         k = int(np.nanargmax(ranked) if sig.peak_max else np.nanargmin(ranked))
     at = a + k
     observed = {name: float(v[at]) for name, v in sig.observed.items()}
-    summary = render_summary(rule.summary, observed, step=int(steps[at]),
-                             first_step=int(steps[a]), last_step=int(steps[b]),
-                             steps=int(b - a + 1))
+    summary = render_summary(
+        rule.summary,
+        observed,
+        step=int(steps[at]),
+        first_step=int(steps[a]),
+        last_step=int(steps[b]),
+        steps=int(b - a + 1),
+    )
     observed["held"] = float(held[at])
     return Episode(int(steps[a]), int(steps[b]), int(steps[at]), observed, summary)
 
@@ -187,9 +216,11 @@ def _checks(ctx: Context, rule: Rule, episode: Episode) -> list[dict[str, Any]]:
             s = ctx.wide[c.metric].dropna()
             before = s[s.index < episode.first_step].tail(10)
             during = s[(s.index >= episode.first_step) & (s.index <= episode.last_step)]
-            row.update(tag=ctx.tags.get(c.metric, c.metric),
-                       before=_num(float(before.median())) if len(before) else None,
-                       during=_num(float(during.median())) if len(during) else None)
+            row.update(
+                tag=ctx.tags.get(c.metric, c.metric),
+                before=_num(float(before.median())) if len(before) else None,
+                during=_num(float(during.median())) if len(during) else None,
+            )
         else:
             row["tag"] = None
         out.append(row)
@@ -200,15 +231,25 @@ def evaluate_frame(frame: Any, rules: RuleSet) -> list[Verdict]:
     """Every rule on every run of a RunFrame (rules limited by applies_to are skipped)."""
     from rlwatch.engine.conditions import metrics_of
 
-    needed = sorted({m for r in rules.rules for m in metrics_of(r.when)}
-                    | {c.metric for r in rules.rules for c in r.checks})
+    needed = sorted(
+        {m for r in rules.rules for m in metrics_of(r.when)}
+        | {c.metric for r in rules.rules for c in r.checks}
+    )
     verdicts = []
     for run, info in frame.runs.items():
         ctx = context(frame, run, needed)
         for rule in rules.rules:
             if rule.frameworks and info.framework not in rule.frameworks:
-                verdicts.append(Verdict(run, rule.code, rule.name, rule.severity, "skipped",
-                                        reason=f"applies to {', '.join(rule.frameworks)} only"))
+                verdicts.append(
+                    Verdict(
+                        run,
+                        rule.code,
+                        rule.name,
+                        rule.severity,
+                        "skipped",
+                        reason=f"applies to {', '.join(rule.frameworks)} only",
+                    )
+                )
                 continue
             verdicts.append(evaluate_rule(ctx, rule, run)[0])
     return verdicts

@@ -20,33 +20,95 @@ FIELD = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
 
 # parameter -> type, per kind; `req` lists required keys, `one_of` keys of which one is needed
 KINDS: dict[str, dict[str, Any]] = {
-    "threshold": {"params": {"metric": "metric", "above": "num", "below": "num",
-                             "outside": "range", "inside": "range", "divided_by": "metric"},
-                  "req": ["metric"], "one_of": ["above", "below", "outside", "inside"],
-                  "observed": ["value", "numerator", "denominator", "deviation"]},
-    "spike": {"params": {"metric": "metric", "factor": "pos", "drop": "pos", "window": "int",
-                         "min_periods": "int", "min_delta": "num"},
-              "req": ["metric"], "one_of": ["factor", "drop"],
-              "observed": ["value", "baseline", "ratio", "change"]},
-    "relative": {"params": {"metric": "metric", "below_factor": "pos", "above_factor": "pos",
-                            "first_steps": "int", "min_delta": "num"},
-                 "req": ["metric"], "one_of": ["below_factor", "above_factor"],
-                 "observed": ["value", "reference", "ratio"]},
-    "trend": {"params": {"metric": "metric", "window": "int", "edge": "int", "above": "num",
-                         "below": "num", "abs_below": "pos"},
-              "req": ["metric", "window"], "one_of": ["above", "below", "abs_below"],
-              "observed": ["value", "start", "end", "pct_change"]},
-    "nonfinite": {"params": {"metric": "metric"}, "req": ["metric"], "one_of": [],
-                  "observed": ["value", "count"]},
-    "stuck": {"params": {"metric": "metric", "steps": "int", "value": "num"},
-              "req": ["metric", "steps"], "one_of": [], "observed": ["value", "held"]},
-    "stall": {"params": {"factor": "pos", "metric": "metric", "min_periods": "int"},
-              "req": ["factor"], "one_of": [], "observed": ["value", "baseline", "ratio"]},
-    "count": {"params": {"of": "cond", "at_least": "int", "within": "int"},
-              "req": ["of", "at_least", "within"], "one_of": [], "observed": ["count"]},
+    "threshold": {
+        "params": {
+            "metric": "metric",
+            "above": "num",
+            "below": "num",
+            "outside": "range",
+            "inside": "range",
+            "divided_by": "metric",
+        },
+        "req": ["metric"],
+        "one_of": ["above", "below", "outside", "inside"],
+        "observed": ["value", "numerator", "denominator", "deviation"],
+    },
+    "spike": {
+        "params": {
+            "metric": "metric",
+            "factor": "pos",
+            "drop": "pos",
+            "window": "int",
+            "min_periods": "int",
+            "min_delta": "num",
+        },
+        "req": ["metric"],
+        "one_of": ["factor", "drop"],
+        "observed": ["value", "baseline", "ratio", "change"],
+    },
+    "relative": {
+        "params": {
+            "metric": "metric",
+            "below_factor": "pos",
+            "above_factor": "pos",
+            "first_steps": "int",
+            "min_delta": "num",
+        },
+        "req": ["metric"],
+        "one_of": ["below_factor", "above_factor"],
+        "observed": ["value", "reference", "ratio"],
+    },
+    "trend": {
+        "params": {
+            "metric": "metric",
+            "window": "int",
+            "edge": "int",
+            "above": "num",
+            "below": "num",
+            "abs_below": "pos",
+        },
+        "req": ["metric", "window"],
+        "one_of": ["above", "below", "abs_below"],
+        "observed": ["value", "start", "end", "pct_change"],
+    },
+    "nonfinite": {
+        "params": {"metric": "metric"},
+        "req": ["metric"],
+        "one_of": [],
+        "observed": ["value", "count"],
+    },
+    "stuck": {
+        "params": {"metric": "metric", "steps": "int", "value": "num"},
+        "req": ["metric", "steps"],
+        "one_of": [],
+        "observed": ["value", "held"],
+    },
+    "stall": {
+        "params": {"factor": "pos", "metric": "metric", "min_periods": "int"},
+        "req": ["factor"],
+        "one_of": [],
+        "observed": ["value", "baseline", "ratio"],
+    },
+    "count": {
+        "params": {"of": "cond", "at_least": "int", "within": "int"},
+        "req": ["of", "at_least", "within"],
+        "one_of": [],
+        "observed": ["count"],
+    },
 }
-RULE_KEYS = {"code", "name", "severity", "description", "applies_to", "when", "for",
-             "keep_firing_for", "summary", "checks", "runbook"}
+RULE_KEYS = {
+    "code",
+    "name",
+    "severity",
+    "description",
+    "applies_to",
+    "when",
+    "for",
+    "keep_firing_for",
+    "summary",
+    "checks",
+    "runbook",
+}
 TEMPLATE_EXTRAS = {"step", "first_step", "last_step", "steps"}
 
 
@@ -158,14 +220,20 @@ class _Validator:
             raise self.fail(at, f"expected a list, got {type(value).__name__}")
         return value
 
-    def keys(self, d: dict[str, Any], at: tuple[object, ...], allowed: set[str],
-             required: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    def keys(
+        self,
+        d: dict[str, Any],
+        at: tuple[object, ...],
+        allowed: set[str],
+        required: set[str] = frozenset(),
+    ) -> None:  # type: ignore[assignment]
         for k in d:
             if k not in allowed:
                 near = difflib.get_close_matches(k, sorted(allowed), n=1)
                 hint = f"; did you mean {near[0]!r}?" if near else ""
-                raise self.fail((*at, k), f"unknown key {k!r} (valid: "
-                                f"{', '.join(sorted(allowed))}){hint}")
+                raise self.fail(
+                    (*at, k), f"unknown key {k!r} (valid: {', '.join(sorted(allowed))}){hint}"
+                )
         for k in sorted(required - set(d)):
             raise self.fail(at, f"missing required key {k!r}")
 
@@ -175,14 +243,18 @@ class _Validator:
         self.keys(r, at, RULE_KEYS, required={"code", "name", "severity", "when", "summary"})
         code, name, sev = str(r["code"]), str(r["name"]), r["severity"]
         if not CODE.match(code):
-            raise self.fail((*at, "code"), f"bad code {code!r} (two capitals and two digits, "
-                            "e.g. ST01)")
+            raise self.fail(
+                (*at, "code"), f"bad code {code!r} (two capitals and two digits, e.g. ST01)"
+            )
         if not NAME.match(name):
-            raise self.fail((*at, "name"), f"bad name {name!r} (family.snake_case, e.g. "
-                            "stability.grad_norm_spike)")
+            raise self.fail(
+                (*at, "name"),
+                f"bad name {name!r} (family.snake_case, e.g. stability.grad_norm_spike)",
+            )
         if sev not in SEVERITIES:
-            raise self.fail((*at, "severity"), f"bad severity {sev!r} (valid: "
-                            f"{', '.join(SEVERITIES)})")
+            raise self.fail(
+                (*at, "severity"), f"bad severity {sev!r} (valid: {', '.join(SEVERITIES)})"
+            )
         observed = self.condition(r["when"], (*at, "when"))
         n_for = self.int(r.get("for", 1), (*at, "for"), minimum=1)
         keep = self.int(r.get("keep_firing_for", 0), (*at, "keep_firing_for"), minimum=0)
@@ -204,18 +276,32 @@ class _Validator:
             if not isinstance(a, dict):
                 raise self.fail((*at, "applies_to"), "applies_to is a mapping: {frameworks: [...]}")
             self.keys(a, (*at, "applies_to"), {"frameworks"})
-            for i, fw in enumerate(self.list(a.get("frameworks", []),
-                                             (*at, "applies_to", "frameworks"))):
+            for i, fw in enumerate(
+                self.list(a.get("frameworks", []), (*at, "applies_to", "frameworks"))
+            ):
                 if fw not in self.frameworks:
-                    raise self.fail((*at, "applies_to", "frameworks", i),
-                                    f"unknown framework {fw!r} (valid: "
-                                    f"{', '.join(sorted(self.frameworks))})")
+                    raise self.fail(
+                        (*at, "applies_to", "frameworks", i),
+                        f"unknown framework {fw!r} (valid: {', '.join(sorted(self.frameworks))})",
+                    )
             frameworks = tuple(a.get("frameworks", []))
         line, _ = self.doc.where(at)
-        return Rule(code=code, name=name, severity=sev, when=self.normalised(r["when"]),
-                    summary=summary, description=str(r.get("description", "")), for_=n_for,
-                    keep_firing_for=keep, checks=tuple(checks), runbook=str(r.get("runbook", "")),
-                    frameworks=frameworks, group=group, file=self.doc.path, line=line)
+        return Rule(
+            code=code,
+            name=name,
+            severity=sev,
+            when=self.normalised(r["when"]),
+            summary=summary,
+            description=str(r.get("description", "")),
+            for_=n_for,
+            keep_firing_for=keep,
+            checks=tuple(checks),
+            runbook=str(r.get("runbook", "")),
+            frameworks=frameworks,
+            group=group,
+            file=self.doc.path,
+            line=line,
+        )
 
     def int(self, v: Any, at: tuple[object, ...], minimum: int = 0) -> int:
         if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
@@ -233,15 +319,24 @@ class _Validator:
     def metric(self, m: Any, at: tuple[object, ...]) -> None:
         if m not in self.metrics:
             near = difflib.get_close_matches(str(m), sorted(self.metrics), n=3)
-            raise self.fail(at, f"unknown metric {m!r}" + (
-                f" (did you mean {', '.join(near)}?)" if near else
-                " (see the canonical names in rules/metrics.yaml)"))
+            raise self.fail(
+                at,
+                f"unknown metric {m!r}"
+                + (
+                    f" (did you mean {', '.join(near)}?)"
+                    if near
+                    else " (see the canonical names in rules/metrics.yaml)"
+                ),
+            )
 
     def condition(self, c: Any, at: tuple[object, ...]) -> set[str]:
         """Validate a condition; return the names a summary template may use."""
         if not isinstance(c, dict) or len(c) != 1:
-            raise self.fail(at, "a condition is a mapping with exactly one kind "
-                            f"(valid: {', '.join([*KINDS, 'all', 'any'])})")
+            raise self.fail(
+                at,
+                "a condition is a mapping with exactly one kind "
+                f"(valid: {', '.join([*KINDS, 'all', 'any'])})",
+            )
         ((kind, spec),) = c.items()
         kat = (*at, kind)
         if kind in ("all", "any"):
@@ -257,9 +352,12 @@ class _Validator:
             return names
         if kind not in KINDS:
             near = difflib.get_close_matches(kind, [*KINDS, "all", "any"], n=1)
-            raise self.fail(kat, f"unknown condition kind {kind!r} (valid: "
-                            f"{', '.join([*KINDS, 'all', 'any'])})"
-                            + (f"; did you mean {near[0]!r}?" if near else ""))
+            raise self.fail(
+                kat,
+                f"unknown condition kind {kind!r} (valid: "
+                f"{', '.join([*KINDS, 'all', 'any'])})"
+                + (f"; did you mean {near[0]!r}?" if near else ""),
+            )
         schema = KINDS[kind]
         if not isinstance(spec, dict):
             raise self.fail(kat, f"'{kind}' takes a mapping of parameters")
@@ -302,8 +400,9 @@ class _Validator:
         for f in fields:
             root = f.split(".")[0]
             if not FIELD.match(f) or "__" in f or root not in allowed:
-                raise self.fail(at, f"summary uses unknown field {{{f}}} (valid: "
-                                f"{', '.join(sorted(allowed))})")
+                raise self.fail(
+                    at, f"summary uses unknown field {{{f}}} (valid: {', '.join(sorted(allowed))})"
+                )
 
     def normalised(self, c: dict[str, Any]) -> dict[str, Any]:
         """Numbers as floats (PyYAML reads 1e-6 as a string), nested conditions too."""

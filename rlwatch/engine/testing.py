@@ -36,8 +36,10 @@ from rlwatch.engine.evaluate import evaluate_rule
 from rlwatch.engine.rules import RuleSet, builtin_files, load_rules, rules_dir
 from rlwatch.errors import RuleFileError
 
-_TOKEN = re.compile(r"^(?P<a>[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+|nan|inf)|_)"
-                    r"(?:(?P<op>[-+])(?P<b>\d+\.?\d*(?:e[-+]?\d+)?))?(?:x(?P<n>\d+))?$")
+_TOKEN = re.compile(
+    r"^(?P<a>[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+|nan|inf)|_)"
+    r"(?:(?P<op>[-+])(?P<b>\d+\.?\d*(?:e[-+]?\d+)?))?(?:x(?P<n>\d+))?$"
+)
 STATES = ("firing", "ok", "skipped")
 
 
@@ -90,9 +92,14 @@ class Case:
             columns[metric] = s.where(np.isfinite(s))
         wide = pd.DataFrame(columns)
         wide.index.name = "step"
-        return Context(wide, nonfinite, lambda: pd.Series(dtype=float),
-                       sorted(int(x) for x in self.spec.get("restarts", [])),
-                       self.spec.get("decimals"), {})
+        return Context(
+            wide,
+            nonfinite,
+            lambda: pd.Series(dtype=float),
+            sorted(int(x) for x in self.spec.get("restarts", [])),
+            self.spec.get("decimals"),
+            {},
+        )
 
     def run(self) -> list[str]:
         """Failures as readable lines (empty when the case passes)."""
@@ -128,8 +135,9 @@ class Case:
                     continue
                 have = float(sig.observed[key][at[0]])
                 if not _close(have, float(want)):
-                    failures.append(f"{code} at {where}: observed {key} expected {want}, "
-                                    f"got {have:.6g}")
+                    failures.append(
+                        f"{code} at {where}: observed {key} expected {want}, got {have:.6g}"
+                    )
         return failures
 
 
@@ -152,8 +160,10 @@ def load_cases(path: str | Path) -> list[Case]:
         raise fail((), "a rule test file is a mapping with 'version: 1' and a list 'tests'")
     unknown = set(d) - {"version", "rule_files", "tests"}
     if unknown:
-        raise fail((sorted(unknown)[0],), f"unknown key {sorted(unknown)[0]!r} "
-                   "(valid: version, rule_files, tests)")
+        raise fail(
+            (sorted(unknown)[0],),
+            f"unknown key {sorted(unknown)[0]!r} (valid: version, rule_files, tests)",
+        )
     base = Path(doc.path).parent
     if "rule_files" in d:
         files = [base / f for f in d["rule_files"]]
@@ -171,8 +181,11 @@ def load_cases(path: str | Path) -> list[Case]:
         bad = set(t) - {"name", "series", "expect", "start", "stride", "restarts", "decimals"}
         if bad:
             k = sorted(bad)[0]
-            raise fail((*at, k), f"unknown key {k!r} (valid: name, series, expect, start, "
-                       "stride, restarts, decimals)")
+            raise fail(
+                (*at, k),
+                f"unknown key {k!r} (valid: name, series, expect, start, "
+                "stride, restarts, decimals)",
+            )
         for k in ("name", "series", "expect"):
             if k not in t:
                 raise fail(at, f"missing required key {k!r}")
@@ -184,11 +197,13 @@ def load_cases(path: str | Path) -> list[Case]:
         for j, e in enumerate(t["expect"]):
             eat = (*at, "expect", j)
             if not isinstance(e, dict) or "code" not in e or "state" not in e:
-                raise fail(eat, "an expectation has 'code' and 'state' (and optional 'step', "
-                           "'observed')")
+                raise fail(
+                    eat, "an expectation has 'code' and 'state' (and optional 'step', 'observed')"
+                )
             if e["state"] not in STATES:
-                raise fail((*eat, "state"), f"bad state {e['state']!r} (valid: "
-                           f"{', '.join(STATES)})")
+                raise fail(
+                    (*eat, "state"), f"bad state {e['state']!r} (valid: {', '.join(STATES)})"
+                )
             bad = set(e) - {"code", "state", "step", "observed"}
             if bad:
                 raise fail((*eat, sorted(bad)[0]), f"unknown key {sorted(bad)[0]!r}")
@@ -209,5 +224,4 @@ def coverage(cases: list[Case]) -> dict[str, set[str]]:
     return out
 
 
-__all__ = ["Case", "builtin_files", "builtin_test_files", "coverage", "load_cases",
-           "parse_series"]
+__all__ = ["Case", "builtin_files", "builtin_test_files", "coverage", "load_cases", "parse_series"]

@@ -37,9 +37,12 @@ def load(path: str | Path, text: str | None = None) -> Located:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
-        raise RuleFileError(f"invalid YAML: {problem}", p,
-                            mark.line + 1 if mark else None,
-                            mark.column + 1 if mark else None) from None
+        raise RuleFileError(
+            f"invalid YAML: {problem}",
+            p,
+            mark.line + 1 if mark else None,
+            mark.column + 1 if mark else None,
+        ) from None
     marks: dict[Path_, tuple[int, int]] = {}
     data = _convert(node, (), marks, p) if node is not None else None
     return Located(p, data, marks)
@@ -52,15 +55,23 @@ def _convert(node: Any, at: Path_, marks: dict[Path_, tuple[int, int]], path: st
 
     marks.setdefault(at, (node.start_mark.line + 1, node.start_mark.column + 1))
     if node.tag not in _PLAIN:
-        raise RuleFileError(f"tag {node.tag!r} is not allowed (rule files are plain data)", path,
-                            node.start_mark.line + 1, node.start_mark.column + 1)
+        raise RuleFileError(
+            f"tag {node.tag!r} is not allowed (rule files are plain data)",
+            path,
+            node.start_mark.line + 1,
+            node.start_mark.column + 1,
+        )
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
             key = key_node.value
             if key in out:
-                raise RuleFileError(f"duplicate key {key!r}", path, key_node.start_mark.line + 1,
-                                    key_node.start_mark.column + 1)
+                raise RuleFileError(
+                    f"duplicate key {key!r}",
+                    path,
+                    key_node.start_mark.line + 1,
+                    key_node.start_mark.column + 1,
+                )
             marks[(*at, key)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
             out[key] = _convert(value_node, (*at, key), marks, path)
         return out
@@ -68,4 +79,5 @@ def _convert(node: Any, at: Path_, marks: dict[Path_, tuple[int, int]], path: st
         return [_convert(v, (*at, i), marks, path) for i, v in enumerate(node.value)]
     # a scalar: let the safe constructor type it (int, float, bool, null, str)
     return yaml.SafeLoader(  # type: ignore[no-untyped-call]
-        "").construct_object(node, deep=True)
+        ""
+    ).construct_object(node, deep=True)

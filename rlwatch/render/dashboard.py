@@ -6,8 +6,15 @@ from typing import Any
 
 from rlwatch.render.text import STYLE, sparkline
 
-SHORT = {"reward_mean": "reward", "entropy": "entropy", "kl_ref": "kl", "grad_norm": "grad",
-         "response_length_mean": "length", "truncation_rate": "trunc", "val_score": "val"}
+SHORT = {
+    "reward_mean": "reward",
+    "entropy": "entropy",
+    "kl_ref": "kl",
+    "grad_norm": "grad",
+    "response_length_mean": "length",
+    "truncation_rate": "trunc",
+    "val_score": "val",
+}
 
 
 def ago(seconds: float) -> str:
@@ -26,8 +33,10 @@ def dashboard(snap: dict[str, Any], *, interval: float, width: int = 100) -> Any
 
     runs = snap["runs"]
     compact = len(runs) > 4 or width < 90
-    head = Text(f"rlwatch tail: {len(runs)} run(s), polling every {interval:g}s "
-                "(Ctrl-C to stop)", style="bold")
+    head = Text(
+        f"rlwatch tail: {len(runs)} run(s), polling every {interval:g}s (Ctrl-C to stop)",
+        style="bold",
+    )
     parts: list[Any] = [head]
     table = Table(box=None, pad_edge=False, header_style="bold", expand=False)
     table.add_column("run", no_wrap=True, overflow="ellipsis", max_width=32)
@@ -39,11 +48,17 @@ def dashboard(snap: dict[str, Any], *, interval: float, width: int = 100) -> Any
         table.add_column("metrics (last value, recent trend)", overflow="fold")
     for r in runs:
         worst = r["firing"][0]["severity"] if r["firing"] else None
-        status = Text("stale" if r["stale"] else (f"{len(r['firing'])} firing" if worst
-                                                  else "ok"),
-                      style="dim" if r["stale"] else STYLE.get(worst or "", "green"))
-        cells = [r["name"], "-" if r["step"] is None else str(r["step"]),
-                 "-" if r["rate"] is None else f"{r['rate']:.1f}", f"{ago(r['age'])} ago", status]
+        status = Text(
+            "stale" if r["stale"] else (f"{len(r['firing'])} firing" if worst else "ok"),
+            style="dim" if r["stale"] else STYLE.get(worst or "", "green"),
+        )
+        cells = [
+            r["name"],
+            "-" if r["step"] is None else str(r["step"]),
+            "-" if r["rate"] is None else f"{r['rate']:.1f}",
+            f"{ago(r['age'])} ago",
+            status,
+        ]
         if not compact:
             lines = []
             for m, v in r["metrics"].items():
@@ -62,8 +77,13 @@ def dashboard(snap: dict[str, Any], *, interval: float, width: int = 100) -> Any
             parts.append(line)
             for c in f["checks"][:2]:
                 if c.get("tag") is not None:
-                    parts.append(Text(f"            check {c['metric']}: {c['before']} -> "
-                                      f"{c['during']}; {c['hint']}", style="dim"))
+                    parts.append(
+                        Text(
+                            f"            check {c['metric']}: {c['before']} -> "
+                            f"{c['during']}; {c['hint']}",
+                            style="dim",
+                        )
+                    )
     for target, err in snap["errors"].items():
         parts.append(Text(f"source {target}: {err}", style="red"))
     return Group(*parts)

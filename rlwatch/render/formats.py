@@ -22,26 +22,32 @@ def render_junit(report: dict[str, Any]) -> str:
     vs = report["verdicts"]
     failures = sum(_failing(report, v) for v in vs)
     skipped = sum(v["state"] == "skipped" for v in vs)
-    out = ['<?xml version="1.0" encoding="UTF-8"?>',
-           f'<testsuites name="rlwatch" tests="{len(vs)}" failures="{failures}" '
-           f'skipped="{skipped}">']
+    out = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<testsuites name="rlwatch" tests="{len(vs)}" failures="{failures}" skipped="{skipped}">',
+    ]
     for run in report["runs"]:
         mine = [v for v in vs if v["run"] == run["name"]]
-        out.append(f'  <testsuite name={quoteattr(run["name"])} tests="{len(mine)}" '
-                   f'failures="{sum(_failing(report, v) for v in mine)}" '
-                   f'skipped="{sum(v["state"] == "skipped" for v in mine)}">')
+        out.append(
+            f'  <testsuite name={quoteattr(run["name"])} tests="{len(mine)}" '
+            f'failures="{sum(_failing(report, v) for v in mine)}" '
+            f'skipped="{sum(v["state"] == "skipped" for v in mine)}">'
+        )
         for v in mine:
             name = quoteattr(f"{v['code']} {v['name']}")
-            out.append(f'    <testcase classname={quoteattr(run["name"])} name={name}>')
+            out.append(f"    <testcase classname={quoteattr(run['name'])} name={name}>")
             if v["state"] == "skipped":
                 out.append(f"      <skipped message={quoteattr(v['reason'])}/>")
             elif _failing(report, v):
                 eps = "; ".join(_span({"episodes": [e]}) for e in v["episodes"])
-                out.append(f"      <failure type={quoteattr(v['severity'])} "
-                           f"message={quoteattr(v['summary'])}>{escape(eps)}</failure>")
+                out.append(
+                    f"      <failure type={quoteattr(v['severity'])} "
+                    f"message={quoteattr(v['summary'])}>{escape(eps)}</failure>"
+                )
             elif v["episodes"]:
-                out.append(f"      <system-out>{escape(v['severity'] + ': ' + v['summary'])}"
-                           "</system-out>")
+                out.append(
+                    f"      <system-out>{escape(v['severity'] + ': ' + v['summary'])}</system-out>"
+                )
             out.append("    </testcase>")
         out.append("  </testsuite>")
     out.append("</testsuites>")
@@ -70,34 +76,50 @@ def render_github(report: dict[str, Any]) -> str:
             continue
         title = _escape_prop(f"{v['code']} {v['name']} ({v['run']}, {_span(v)})")
         lines.append(f"::{level[v['severity']]} title={title}::{_escape_data(v['summary'])}")
-    lines.append(f"rlwatch: {report['status']} ({len(lines)} verdict(s) fired; "
-                 f"--fail-on {report['fail_on']})")
+    lines.append(
+        f"rlwatch: {report['status']} ({len(lines)} verdict(s) fired; "
+        f"--fail-on {report['fail_on']})"
+    )
     return "\n".join(lines) + "\n"
 
 
 def render_markdown(report: dict[str, Any]) -> str:
     """A step-summary / PR-comment table."""
     icon = {"error": "🔴", "warning": "🟡", "info": "🔵"}
-    out = [f"## rlwatch: {report['status']}", "",
-           f"{len(report['runs'])} run(s), {report['rules']} rules, failing at "
-           f"`{report['fail_on']}` or above.", ""]
+    out = [
+        f"## rlwatch: {report['status']}",
+        "",
+        f"{len(report['runs'])} run(s), {report['rules']} rules, failing at "
+        f"`{report['fail_on']}` or above.",
+        "",
+    ]
     for run in report["runs"]:
         fw = run["framework"] or "unknown framework"
         s = run["steps"]
-        out += [f"### {run['name']}", "", f"{fw}, {s['count']} steps ({s['first']}-{s['last']})",
-                ""]
-        fired = sorted((v for v in report["verdicts"] if v["run"] == run["name"]
-                        and v["episodes"]), key=lambda v: ORDER[v["severity"]])
+        out += [
+            f"### {run['name']}",
+            "",
+            f"{fw}, {s['count']} steps ({s['first']}-{s['last']})",
+            "",
+        ]
+        fired = sorted(
+            (v for v in report["verdicts"] if v["run"] == run["name"] and v["episodes"]),
+            key=lambda v: ORDER[v["severity"]],
+        )
         if fired:
             out += ["| | rule | steps | summary |", "|---|---|---|---|"]
             for v in fired:
                 summary = v["summary"].replace("|", "\\|")
-                out.append(f"| {icon[v['severity']]} {v['severity']} | `{v['code']}` "
-                           f"{v['name']} | {_span(v)} | {summary} |")
+                out.append(
+                    f"| {icon[v['severity']]} {v['severity']} | `{v['code']}` "
+                    f"{v['name']} | {_span(v)} | {summary} |"
+                )
             out += ["", "| symptom | check first | then check |", "|---|---|---|"]
             for row in run.get("symptoms", []):
-                cells = [("⚠️ " if c["problem"] else "") + f"{c['metric']}: {c['value']}"
-                         for c in row["checks"]]
+                cells = [
+                    ("⚠️ " if c["problem"] else "") + f"{c['metric']}: {c['value']}"
+                    for c in row["checks"]
+                ]
                 sym = f"**{row['symptom']}**" if row["present"] else row["symptom"]
                 out.append(f"| {sym} | {cells[0]} | {cells[1]} |")
         else:
@@ -108,5 +130,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-RENDERERS = {"json": render_json, "junit": render_junit, "github": render_github,
-             "markdown": render_markdown}
+RENDERERS = {
+    "json": render_json,
+    "junit": render_junit,
+    "github": render_github,
+    "markdown": render_markdown,
+}

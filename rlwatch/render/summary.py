@@ -13,19 +13,22 @@ def summarise(frame: Any) -> dict[str, Any]:
     """The summary of a RunFrame as plain data (the one serialisation; renderers use only this)."""
     runs = []
     counts = frame.data.groupby("run", observed=True).size() if len(frame.data) else {}
-    tag_counts = (frame.data.groupby("run", observed=True)["tag"].nunique()
-                  if len(frame.data) else {})
+    tag_counts = (
+        frame.data.groupby("run", observed=True)["tag"].nunique() if len(frame.data) else {}
+    )
     for name, info in frame.runs.items():
         n_steps, first, last = frame.steps(name)
         wall = frame.run_data(name)["wall_time"]
         span = float(wall.max() - wall.min()) if wall.notna().any() else None
-        runs.append({
-            **info.to_dict(),
-            "steps": {"count": n_steps, "first": first, "last": last},
-            "scalars": int(counts.get(name, 0)) if len(frame.data) else 0,
-            "tags": int(tag_counts.get(name, 0)) if len(frame.data) else 0,
-            "wall_time_span_s": span,
-        })
+        runs.append(
+            {
+                **info.to_dict(),
+                "steps": {"count": n_steps, "first": first, "last": last},
+                "scalars": int(counts.get(name, 0)) if len(frame.data) else 0,
+                "tags": int(tag_counts.get(name, 0)) if len(frame.data) else 0,
+                "wall_time_span_s": span,
+            }
+        )
     return {"schema_version": SCHEMA_VERSION, "rlwatch_version": __version__, "runs": runs}
 
 
@@ -41,8 +44,13 @@ def summary_renderable(summary: dict[str, Any], *, verbose: bool = False) -> Any
     from rich.text import Text
 
     table = Table(title=None, box=None, pad_edge=False, header_style="bold")
-    for col, justify in (("run", "left"), ("framework", "left"), ("steps", "right"),
-                         ("scalars", "right"), ("metrics", "right")):
+    for col, justify in (
+        ("run", "left"),
+        ("framework", "left"),
+        ("steps", "right"),
+        ("scalars", "right"),
+        ("metrics", "right"),
+    ):
         table.add_column(col, justify=justify, no_wrap=True)
     lines: list[Any] = []
     for run in summary["runs"]:
@@ -52,23 +60,29 @@ def summary_renderable(summary: dict[str, Any], *, verbose: bool = False) -> Any
         recognised = f"{len(run['metrics'])}/{run['tags']}"
         table.add_row(run["name"], fw, _steps(run), f"{run['scalars']:,}", recognised)
         for r in run["restarts"]:
-            lines.append(Text(f"{run['name']}: restart at step {r['step']} after step "
-                              f"{r['previous_step']}" + (f" ({r['where']})" if r["where"] else "")
-                              + "; the seam is not treated as one curve"))
+            lines.append(
+                Text(
+                    f"{run['name']}: restart at step {r['step']} after step "
+                    f"{r['previous_step']}"
+                    + (f" ({r['where']})" if r["where"] else "")
+                    + "; the seam is not treated as one curve"
+                )
+            )
         for w in run["warnings"]:
             lines.append(Text(f"warning: {w}", style="yellow"))
         if verbose:
             for canon, raw in sorted(run["metrics"].items()):
                 lines.append(Text(f"  {run['name']}: {canon} <- {raw}", style="dim"))
     n = len(summary["runs"])
-    head = Text(f"{n} run{'s' if n != 1 else ''} loaded. metrics = canonical metrics "
-                "recognised / tags logged; see `rlwatch metrics TARGET` for the mapping.",
-                style="dim")
+    head = Text(
+        f"{n} run{'s' if n != 1 else ''} loaded. metrics = canonical metrics "
+        "recognised / tags logged; see `rlwatch metrics TARGET` for the mapping.",
+        style="dim",
+    )
     return Group(table, *lines, head)
 
 
-def metrics_renderable(summary: dict[str, Any], descriptions: dict[str, str] | None = None
-                       ) -> Any:
+def metrics_renderable(summary: dict[str, Any], descriptions: dict[str, str] | None = None) -> Any:
     """Per run: the framework, each canonical metric with its raw key, and unmapped keys."""
     from rich.console import Group
     from rich.table import Table
@@ -89,7 +103,11 @@ def metrics_renderable(summary: dict[str, Any], descriptions: dict[str, str] | N
             table.add_row(canon, raw, *([descriptions.get(canon, "")] if descriptions else []))
         parts.append(table)
         unmapped = run["unmapped"]
-        parts.append(Text(f"unmapped raw keys ({len(unmapped)}): "
-                          + (", ".join(unmapped) if unmapped else "none")))
+        parts.append(
+            Text(
+                f"unmapped raw keys ({len(unmapped)}): "
+                + (", ".join(unmapped) if unmapped else "none")
+            )
+        )
         parts.append(Text(""))
     return Group(*parts)

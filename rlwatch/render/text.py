@@ -42,27 +42,42 @@ def report_renderable(report: dict[str, Any], *, verbose: bool = False) -> Any:
     for run in report["runs"]:
         name = run["name"]
         mine = [v for v in report["verdicts"] if v["run"] == name]
-        fired = sorted((v for v in mine if v["episodes"]),
-                       key=lambda v: (ORDER[v["severity"]], v["episodes"][0]["first_step"]))
+        fired = sorted(
+            (v for v in mine if v["episodes"]),
+            key=lambda v: (ORDER[v["severity"]], v["episodes"][0]["first_step"]),
+        )
         skipped = [v for v in mine if v["state"] == "skipped"]
         ok = len(mine) - len(fired) - len(skipped)
         parts.append(Text(f"\n{name}", style="bold"))
         for v in fired:
             parts.extend(_verdict(v))
-        parts.append(Text(f"  {len(fired)} fired, {ok} ok, {len(skipped)} skipped (metric not "
-                          f"logged or too few steps{'' if verbose else '; -v lists them'})",
-                          style="dim"))
+        parts.append(
+            Text(
+                f"  {len(fired)} fired, {ok} ok, {len(skipped)} skipped (metric not "
+                f"logged or too few steps{'' if verbose else '; -v lists them'})",
+                style="dim",
+            )
+        )
         if verbose:
             for v in skipped:
-                parts.append(Text(f"    skipped {v['code']} {v['name']}: {v['reason']}",
-                                  style="dim"))
+                parts.append(
+                    Text(f"    skipped {v['code']} {v['name']}: {v['reason']}", style="dim")
+                )
         if fired:
             parts.append(symptom_renderable(run["symptoms"]))
-    failing = [v for v in report["verdicts"] if v["episodes"]
-               and ORDER[v["severity"]] <= ORDER[report["fail_on"]]]
+    failing = [
+        v
+        for v in report["verdicts"]
+        if v["episodes"] and ORDER[v["severity"]] <= ORDER[report["fail_on"]]
+    ]
     style = "bold red" if failing else "bold green"
-    parts.append(Text(f"\n{report['status']}: {len(failing)} verdict(s) at or above "
-                      f"{report['fail_on']} in {len(report['runs'])} run(s)", style=style))
+    parts.append(
+        Text(
+            f"\n{report['status']}: {len(failing)} verdict(s) at or above "
+            f"{report['fail_on']} in {len(report['runs'])} run(s)",
+            style=style,
+        )
+    )
     return Group(*parts)
 
 
@@ -79,21 +94,27 @@ def _verdict(v: dict[str, Any]) -> list[Any]:
     span = f"step {first}" if first == last else f"steps {first}-{last}"
     head = Text("  ")
     head.append(f"{v['severity'].upper():<7}", style=STYLE[v["severity"]])
-    head.append(f" {v['code']} {v['name']}  {span}"
-                + ("" if v["state"] == "firing" else " (resolved)"))
+    head.append(
+        f" {v['code']} {v['name']}  {span}" + ("" if v["state"] == "firing" else " (resolved)")
+    )
     out = [head, _indented(Text(v["summary"]))]
     ctx = v.get("context") or {}
     if ctx.get("values"):
         line = Text()
         line.append(sparkline(ctx["values"]), style=STYLE[v["severity"]])
-        line.append(f"  {ctx['metric']}, steps {ctx['steps'][0]}-{ctx['steps'][-1]}",
-                    style="dim")
+        line.append(f"  {ctx['metric']}, steps {ctx['steps'][0]}-{ctx['steps'][-1]}", style="dim")
         out.append(_indented(line))
     for c in v["checks"]:
         if c["tag"] is not None:
-            out.append(_indented(Text(f"check {c['metric']}: {_fmt(c['before'])} before -> "
-                                      f"{_fmt(c['during'])} during; {c['hint']}",
-                                      style="dim")))
+            out.append(
+                _indented(
+                    Text(
+                        f"check {c['metric']}: {_fmt(c['before'])} before -> "
+                        f"{_fmt(c['during'])} during; {c['hint']}",
+                        style="dim",
+                    )
+                )
+            )
     return out
 
 
@@ -101,9 +122,14 @@ def symptom_renderable(rows: list[dict[str, Any]]) -> Any:
     """The glossary's symptom -> check table with this run's values; ! marks a problem."""
     from rich.table import Table
 
-    table = Table(box=None, pad_edge=False, header_style="bold", title_justify="left",
-                  title="  symptom -> check (! = this check points at a problem)",
-                  title_style="dim")
+    table = Table(
+        box=None,
+        pad_edge=False,
+        header_style="bold",
+        title_justify="left",
+        title="  symptom -> check (! = this check points at a problem)",
+        title_style="dim",
+    )
     table.add_column("  symptom", no_wrap=True)
     table.add_column("check first", overflow="fold", ratio=1)
     table.add_column("then check", overflow="fold", ratio=1)

@@ -10,15 +10,18 @@ from pathlib import Path
 from rlwatch.errors import UsageError
 from rlwatch.frame import RunFrame
 
-ACCEPTED = ("a TensorBoard log directory or event file, a W&B run folder or .wandb file, a "
-            "log file (verl console or JSONL, trainer_state.json, TRL console capture, JSONL "
-            "with a step field), mlflow:<run_id>, mlflow:<experiment>/<run name>, a bare "
-            "MLflow run id with MLFLOW_TRACKING_URI set, wandb:<entity>/<project>/<run_id> or "
-            "a W&B run URL")
+ACCEPTED = (
+    "a TensorBoard log directory or event file, a W&B run folder or .wandb file, a "
+    "log file (verl console or JSONL, trainer_state.json, TRL console capture, JSONL "
+    "with a step field), mlflow:<run_id>, mlflow:<experiment>/<run name>, a bare "
+    "MLflow run id with MLFLOW_TRACKING_URI set, wandb:<entity>/<project>/<run_id> or "
+    "a W&B run URL"
+)
 
 
-def resolve(target: str, log_format: str | None = None,
-            tracking_uri: str | None = None) -> Callable[[], RunFrame]:
+def resolve(
+    target: str, log_format: str | None = None, tracking_uri: str | None = None
+) -> Callable[[], RunFrame]:
     """A loader for one target, or a UsageError naming the forms that are accepted."""
     from rlwatch.sources import logs, tensorboard, wandb_local
 
@@ -26,7 +29,7 @@ def resolve(target: str, log_format: str | None = None,
     if target.startswith("mlflow:"):
         from rlwatch.sources import mlflow_source
 
-        ref = target[len("mlflow:"):].strip("/")
+        ref = target[len("mlflow:") :].strip("/")
         if not ref:
             raise UsageError("mlflow: needs a run: mlflow:<run_id> or mlflow:<experiment>/<run>")
         uri = mlflow_source.tracking_uri(tracking_uri)
@@ -40,8 +43,9 @@ def resolve(target: str, log_format: str | None = None,
     if not path.exists():
         from rlwatch.sources import mlflow_source
 
-        if mlflow_source.RUN_ID.match(target) and (tracking_uri or
-                                                   os.environ.get("MLFLOW_TRACKING_URI")):
+        if mlflow_source.RUN_ID.match(target) and (
+            tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+        ):
             uri = mlflow_source.tracking_uri(tracking_uri)
             return lambda: mlflow_source.load(target, uri)
         raise UsageError(f"{target}: no such file or directory (accepted: {ACCEPTED})")
@@ -58,8 +62,13 @@ def resolve(target: str, log_format: str | None = None,
     return lambda: logs.load_file(path, log_format)
 
 
-def load(targets: list[str], *, log_format: str | None = None,
-         tracking_uri: str | None = None, workers: int | None = None) -> RunFrame:
+def load(
+    targets: list[str],
+    *,
+    log_format: str | None = None,
+    tracking_uri: str | None = None,
+    workers: int | None = None,
+) -> RunFrame:
     """Read every target (in parallel) into one RunFrame; run names are made unique."""
     if not targets:
         raise UsageError("no target given (accepted: " + ACCEPTED + ")")

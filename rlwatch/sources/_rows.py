@@ -61,19 +61,23 @@ class Rows:
             else:
                 self.skip("non-numeric values", key=name)
 
-
     def warnings(self, where: object) -> list[str]:
         """One line per kind of value that was not read, with a few of the keys it hit."""
         out = []
         for reason, n in self.skipped.items():
             keys = self.examples.get(reason)
-            out.append(f"{where}: {n} {reason} ignored"
-                       + (f" (keys: {', '.join(keys)}{', ...' if n > len(keys) else ''})"
-                          if keys else ""))
+            out.append(
+                f"{where}: {n} {reason} ignored"
+                + (f" (keys: {', '.join(keys)}{', ...' if n > len(keys) else ''})" if keys else "")
+            )
         return out
 
     def frame(self, info: RunInfo) -> RunFrame:
-        return RunFrame.from_arrays(info, self.tags, np.asarray(self.codes, dtype=np.int32),
-                                    np.asarray(self.steps, dtype=np.int64),
-                                    np.asarray(self.values, dtype=np.float64),
-                                    np.asarray(self.walls, dtype=np.float64))
+        return RunFrame.from_arrays(
+            info,
+            self.tags,
+            np.asarray(self.codes, dtype=np.int32),
+            np.asarray(self.steps, dtype=np.int64),
+            np.asarray(self.values, dtype=np.float64),
+            np.asarray(self.walls, dtype=np.float64),
+        )

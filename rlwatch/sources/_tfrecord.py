@@ -79,8 +79,9 @@ _RESIDUE = 0x48674BC7
 _RESYNC_TAIL = int.from_bytes(bytes.fromhex("f62e80b0"), "little")
 
 
-def _payloads_ok(raw: bytes, buf: np.ndarray, starts: np.ndarray, data: np.ndarray,
-                 ends: np.ndarray) -> np.ndarray:
+def _payloads_ok(
+    raw: bytes, buf: np.ndarray, starts: np.ndarray, data: np.ndarray, ends: np.ndarray
+) -> np.ndarray:
     """Which records' payloads match their CRC. Overwrites headers and footers in `buf`.
 
     Fast path: with every header replaced by the 12 resync bytes and every footer by its
@@ -96,7 +97,7 @@ def _payloads_ok(raw: bytes, buf: np.ndarray, starts: np.ndarray, data: np.ndarr
         u32[starts + 8] = _RESYNC_TAIL
         rot = stored - np.uint32(_MASK_DELTA)
         u32[ends] = (rot >> np.uint32(17)) | (rot << np.uint32(15))
-        if _crc32c(buf[int(data[0]):int(ends[-1]) + 4].tobytes()) == _RESIDUE:
+        if _crc32c(buf[int(data[0]) : int(ends[-1]) + 4].tobytes()) == _RESIDUE:
             return np.ones(starts.size, dtype=bool)
     pairs = zip(data.tolist(), ends.tolist(), strict=True)
     crc = np.fromiter((_crc32c(raw[d:e]) for d, e in pairs), dtype=np.uint32, count=starts.size)
@@ -168,8 +169,12 @@ class EventFileReader:
             return Block.empty()
         if len(blocks) == 1:
             return blocks[0]
-        return Block(*(np.concatenate([getattr(b, f) for b in blocks]) for f in
-                       ("tag", "step", "value", "wall_time")))
+        return Block(
+            *(
+                np.concatenate([getattr(b, f) for b in blocks])
+                for f in ("tag", "step", "value", "wall_time")
+            )
+        )
 
     def finish(self) -> None:
         """Call at the end of a batch read: a partial last record becomes a warning."""
@@ -177,7 +182,8 @@ class EventFileReader:
         if self.offset < size:
             self.warnings.append(
                 f"{self.path}: last record truncated at byte {self.offset} of {size} "
-                f"({size - self.offset} bytes unread; was the writer killed mid-write?)")
+                f"({size - self.offset} bytes unread; was the writer killed mid-write?)"
+            )
 
     # -- blocks -------------------------------------------------------------------------
     def _read_blocks(self) -> Iterator[Block]:
@@ -217,13 +223,15 @@ class EventFileReader:
             self.bad_records += int(bad.size)
             self.warnings.append(
                 f"{self.path}: {bad.size} record(s) with a bad data CRC skipped "
-                f"(first at byte {self.offset + int(starts[bad[0]])})")
+                f"(first at byte {self.offset + int(starts[bad[0]])})"
+            )
             data, ends = data[good], ends[good]
         return used, self._decode_events(raw, buf, data, ends)
 
     # -- framing ------------------------------------------------------------------------
-    def _frame(self, raw: bytes, buf: np.ndarray, n: int, at_eof: bool
-               ) -> tuple[np.ndarray, np.ndarray, int]:
+    def _frame(
+        self, raw: bytes, buf: np.ndarray, n: int, at_eof: bool
+    ) -> tuple[np.ndarray, np.ndarray, int]:
         """Record starts and payload lengths of the complete records in raw, and bytes used."""
         if n < 12:
             return np.empty(0, np.int64), np.empty(0, np.uint64), 0
@@ -252,38 +260,45 @@ class EventFileReader:
         s, ln, pos = self._walk(raw, buf, n, 0, at_eof)
         return s, ln, pos
 
-    def _walk(self, raw: bytes, buf: np.ndarray, n: int, pos: int, at_eof: bool
-              ) -> tuple[np.ndarray, np.ndarray, int]:
+    def _walk(
+        self, raw: bytes, buf: np.ndarray, n: int, pos: int, at_eof: bool
+    ) -> tuple[np.ndarray, np.ndarray, int]:
         """Exact sequential framing from pos, resynchronising after a corrupt header."""
         starts: list[int] = []
         lens: list[int] = []
         unpack = struct.unpack_from
         while pos + 12 <= n:
             length, hcrc = unpack("<QI", raw, pos)
-            if masked_crc(raw[pos:pos + 8]) != hcrc:
+            if masked_crc(raw[pos : pos + 8]) != hcrc:
                 nxt = self._resync(buf, n, pos + 1)
                 if nxt is None:
                     if not at_eof:
                         break  # more bytes may arrive; try again on the next read
                     if self.offset + pos == 0 and not starts:
                         from rlwatch.errors import SourceError
+
                         raise SourceError(
                             f"{self.path}: not a TensorBoard event file "
-                            "(no valid TFRecord header at byte 0)")
+                            "(no valid TFRecord header at byte 0)"
+                        )
                     self.warnings.append(
                         f"{self.path}: {n - pos} unreadable bytes from byte {self.offset + pos} "
-                        "to the end (corrupt record header)")
+                        "to the end (corrupt record header)"
+                    )
                     pos = n
                     break
                 if self.offset + pos == 0 and not starts and nxt > 64 << 10:
                     from rlwatch.errors import SourceError
+
                     raise SourceError(
                         f"{self.path}: not a TensorBoard event file "
-                        "(no valid TFRecord header at byte 0)")
+                        "(no valid TFRecord header at byte 0)"
+                    )
                 self.bad_records += 1
                 self.warnings.append(
                     f"{self.path}: corrupt record header at byte {self.offset + pos}; "
-                    f"skipped {nxt - pos} bytes to the next valid record")
+                    f"skipped {nxt - pos} bytes to the next valid record"
+                )
                 pos = nxt
                 continue
             end = pos + 16 + length
@@ -309,15 +324,14 @@ class EventFileReader:
                 nxt = p + 16 + int(u64[p])
                 if nxt >= n - 11:
                     return p
-                if masked_crc(bytes(buf[nxt:nxt + 8])) == int(u32[nxt + 8]):
+                if masked_crc(bytes(buf[nxt : nxt + 8])) == int(u32[nxt + 8]):
                     return p
             start = stop
             window *= 4
         return None
 
     # -- decoding -----------------------------------------------------------------------
-    def _decode_events(self, raw: bytes, buf: np.ndarray, d: np.ndarray, e: np.ndarray
-                       ) -> Block:
+    def _decode_events(self, raw: bytes, buf: np.ndarray, d: np.ndarray, e: np.ndarray) -> Block:
         """Decode Event payloads [d, e): vectorised for one-scalar events, protobuf otherwise."""
         u64 = _view(buf, "<u8")
         f64 = _view(buf, "<f8")
@@ -347,8 +361,9 @@ class EventFileReader:
             qm, em = q[maybe], e[maybe]
             word = u64[qm]
             tensor = (word == _U64(_TENSOR_FLOAT_VAL)) | (word == _U64(_TENSOR_CONTENT))
-            tensor &= (qm + 12 == em) | ((qm + 12 + len(_SCALARS_META) == em)
-                                         & self._is_scalars_meta(buf, qm + 12))
+            tensor &= (qm + 12 == em) | (
+                (qm + 12 + len(_SCALARS_META) == em) & self._is_scalars_meta(buf, qm + 12)
+            )
             fast[maybe] = tensor
             value[maybe] = f32[qm + 8]
 
@@ -379,8 +394,7 @@ class EventFileReader:
             ok &= buf[pos + k] == byte
         return ok
 
-    def _tag_codes(self, raw: bytes, buf: np.ndarray, ts: np.ndarray, tl: np.ndarray
-                   ) -> np.ndarray:
+    def _tag_codes(self, raw: bytes, buf: np.ndarray, ts: np.ndarray, tl: np.ndarray) -> np.ndarray:
         """Factorise tag bytes (hash of 8-byte words, verified per group) into reader codes."""
         import pandas as pd
 
@@ -403,19 +417,20 @@ class EventFileReader:
         lut = np.empty(len(uniq), dtype=np.int32)
         for j, i in enumerate(first.tolist()):
             s = int(ts[i])
-            lut[j] = self._code(raw[s:s + int(tl[i])].decode("utf-8", "replace"))
+            lut[j] = self._code(raw[s : s + int(tl[i])].decode("utf-8", "replace"))
         codes = lut[local]
         if not same.all():  # a hash collision: settle those rows byte by byte
             for i in np.flatnonzero(~same).tolist():
                 s = int(ts[i])
-                codes[i] = self._code(raw[s:s + int(tl[i])].decode("utf-8", "replace"))
+                codes[i] = self._code(raw[s : s + int(tl[i])].decode("utf-8", "replace"))
         return codes
 
     def _code(self, tag: str) -> int:
         return intern_tag(self.tags, self._tag_index, tag)
 
-    def _decode_slow(self, raw: bytes, order: np.ndarray, d: np.ndarray, e: np.ndarray
-                     ) -> tuple[np.ndarray, ...]:
+    def _decode_slow(
+        self, raw: bytes, order: np.ndarray, d: np.ndarray, e: np.ndarray
+    ) -> tuple[np.ndarray, ...]:
         from tensorboard.compat.proto import event_pb2
 
         out_order, codes, steps, values, walls = [], [], [], [], []
@@ -425,7 +440,8 @@ class EventFileReader:
             except Exception:
                 self.bad_records += 1
                 self.warnings.append(
-                    f"{self.path}: undecodable event at byte {self.offset + s - 12}")
+                    f"{self.path}: undecodable event at byte {self.offset + s - 12}"
+                )
                 continue
             if not event.HasField("summary"):
                 continue
@@ -438,9 +454,13 @@ class EventFileReader:
                 steps.append(event.step)
                 values.append(scalar)
                 walls.append(event.wall_time)
-        return (np.asarray(out_order, np.int64), np.asarray(codes, np.int32),
-                np.asarray(steps, np.int64), np.asarray(values, np.float64),
-                np.asarray(walls, np.float64))
+        return (
+            np.asarray(out_order, np.int64),
+            np.asarray(codes, np.int32),
+            np.asarray(steps, np.int64),
+            np.asarray(values, np.float64),
+            np.asarray(walls, np.float64),
+        )
 
     def _scalar_of(self, v: object) -> float | None:
         """The scalar a summary value carries; records hparams and text as facts."""

@@ -88,8 +88,10 @@ class _VerlConsole:
                 self.rows.skip("unreadable validation dicts")
                 return
             self.validation[v.group(1)] = {
-                k: float(x) for k, x in metrics.items()
-                if isinstance(x, int | float) and not isinstance(x, bool)}
+                k: float(x)
+                for k, x in metrics.items()
+                if isinstance(x, int | float) and not isinstance(x, bool)
+            }
 
     def finish(self) -> None:
         """The Initial/Final validation dicts repeat what the step lines logged; they are
@@ -134,9 +136,12 @@ class _JsonLines:
 
     def finish(self) -> None:
         if self.bad_lines:
-            self.rows.skip(f"lines that are not a JSON record with a step (line "
-                           f"{', '.join(map(str, self.bad_lines[:5]))}"
-                           f"{', ...' if len(self.bad_lines) > 5 else ''})", len(self.bad_lines))
+            self.rows.skip(
+                f"lines that are not a JSON record with a step (line "
+                f"{', '.join(map(str, self.bad_lines[:5]))}"
+                f"{', ...' if len(self.bad_lines) > 5 else ''})",
+                len(self.bad_lines),
+            )
 
 
 class _PythonDicts:
@@ -182,8 +187,13 @@ def _literal_dict(text: str) -> dict[str, Any] | None:
         return None
     if not isinstance(d, dict):
         return None
-    special = {"'__nan__'": math.nan, "__nan__": math.nan, "__-nan__": math.nan,
-               "__inf__": math.inf, "__-inf__": -math.inf}
+    special = {
+        "'__nan__'": math.nan,
+        "__nan__": math.nan,
+        "__-nan__": math.nan,
+        "__inf__": math.inf,
+        "__-inf__": -math.inf,
+    }
     return {str(k): special.get(v, v) if isinstance(v, str) else v for k, v in d.items()}
 
 
@@ -207,9 +217,11 @@ def _trainer_state(text: str, rows: Rows, warnings: list[str], path: str) -> Non
             except json.JSONDecodeError:
                 break
             entries.append(obj)
-        warnings.append(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); read the "
-                        f"{len(entries)} complete log_history entries before byte {pos}, the "
-                        f"rest ({len(text) - pos} bytes) is lost")
+        warnings.append(
+            f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); read the "
+            f"{len(entries)} complete log_history entries before byte {pos}, the "
+            f"rest ({len(text) - pos} bytes) is lost"
+        )
     for entry in entries:
         if not isinstance(entry, dict) or not isinstance(entry.get("step"), int):
             rows.skip("log_history entries without a step")
@@ -230,8 +242,9 @@ def sniff(path: Path, head: str | None = None) -> str:
     if stripped.startswith("{") and '"log_history"' in head:
         return "trainer-state"
     lines = [ln for ln in head.splitlines()[:2000] if ln.strip()]
-    if any(VERL_STEP.search(ANSI.sub("", ln)) and ":" in ln.split("step:", 1)[1][:200]
-           for ln in lines):
+    if any(
+        VERL_STEP.search(ANSI.sub("", ln)) and ":" in ln.split("step:", 1)[1][:200] for ln in lines
+    ):
         return "verl-console"
     for ln in lines[:5]:
         try:
@@ -245,14 +258,17 @@ def sniff(path: Path, head: str | None = None) -> str:
                 return "jsonl"
     if any(PY_DICT.search(ANSI.sub("", ln)) for ln in lines):
         return "python-dicts"
-    raise SourceError(f"{path}: unrecognised log format (tried: "
-                      f"{'; '.join(FORMATS.values())}); force one with --log-format")
+    raise SourceError(
+        f"{path}: unrecognised log format (tried: "
+        f"{'; '.join(FORMATS.values())}); force one with --log-format"
+    )
 
 
 def check_format(fmt: str | None) -> None:
     if fmt is not None and fmt not in FORMATS:
-        raise UsageError(f"--log-format {fmt!r} is not a known format (valid: "
-                         f"{', '.join(FORMATS)})")
+        raise UsageError(
+            f"--log-format {fmt!r} is not a known format (valid: {', '.join(FORMATS)})"
+        )
 
 
 def _line_parser(fmt: str, rows: Rows) -> Any:
@@ -263,8 +279,20 @@ def _line_parser(fmt: str, rows: Rows) -> Any:
     return _PythonDicts(rows)
 
 
-GENERIC_STEMS = {"metrics", "trainer_state", "training_logs", "log", "logs", "train", "output",
-                 "stdout", "verl_demo", "grpo", "ppo", "run"}
+GENERIC_STEMS = {
+    "metrics",
+    "trainer_state",
+    "training_logs",
+    "log",
+    "logs",
+    "train",
+    "output",
+    "stdout",
+    "verl_demo",
+    "grpo",
+    "ppo",
+    "run",
+}
 
 
 def run_name(path: Path) -> str:
@@ -303,8 +331,10 @@ def load_file(path: str | os.PathLike[str], fmt: str | None = None) -> RunFrame:
             try:
                 json.loads(lines[-1])
             except json.JSONDecodeError:
-                warnings.append(f"{p}: the last line is cut off ({len(lines[-1])} bytes "
-                                "without a newline, not valid JSON); it was not read")
+                warnings.append(
+                    f"{p}: the last line is cut off ({len(lines[-1])} bytes "
+                    "without a newline, not valid JSON); it was not read"
+                )
                 lines = lines[:-1]
         for i, line in enumerate(lines, 1):
             parser.feed(line, i)
@@ -316,8 +346,11 @@ def load_file(path: str | os.PathLike[str], fmt: str | None = None) -> RunFrame:
 
 def log_files(directory: Path) -> list[Path]:
     """Candidate log files below a directory (by suffix), in name order."""
-    return sorted(p for p in directory.rglob("*")
-                  if p.is_file() and (p.suffix in LOG_SUFFIXES or p.name.endswith(".log.txt")))
+    return sorted(
+        p
+        for p in directory.rglob("*")
+        if p.is_file() and (p.suffix in LOG_SUFFIXES or p.name.endswith(".log.txt"))
+    )
 
 
 def load_dir(directory: Path, fmt: str | None = None) -> RunFrame:
@@ -329,8 +362,10 @@ def load_dir(directory: Path, fmt: str | None = None) -> RunFrame:
         except SourceError as exc:
             unread.append(str(exc))
     if not frames:
-        raise SourceError(f"{directory}: no TensorBoard event files and no readable logs in it "
-                          f"or below ({len(unread)} candidate file(s) unrecognised)")
+        raise SourceError(
+            f"{directory}: no TensorBoard event files and no readable logs in it "
+            f"or below ({len(unread)} candidate file(s) unrecognised)"
+        )
     names: dict[str, int] = {}
     out = []
     for frame in frames:
@@ -392,8 +427,9 @@ class Follower:
             return RunFrame.empty()
         self._stamp = stamp
         rows, warnings = Rows(), []
-        _trainer_state(self.path.read_text(encoding="utf-8", errors="replace"), rows, warnings,
-                       str(self.path))
+        _trainer_state(
+            self.path.read_text(encoding="utf-8", errors="replace"), rows, warnings, str(self.path)
+        )
         keep = [i for i, s in enumerate(rows.steps) if self.last_step is None or s > self.last_step]
         for i in keep:
             self.rows.add(rows.steps[i], rows.tags[rows.codes[i]], rows.values[i])

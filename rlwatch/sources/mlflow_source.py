@@ -49,9 +49,11 @@ def redact(uri: str) -> str:
 def tracking_uri(flag: str | None) -> str:
     uri = flag or os.environ.get("MLFLOW_TRACKING_URI")
     if not uri:
-        raise UsageError("no MLflow tracking URI: pass --tracking-uri or set "
-                         "MLFLOW_TRACKING_URI (http(s)://host:port, sqlite:///path.db, or a "
-                         "./mlruns folder)")
+        raise UsageError(
+            "no MLflow tracking URI: pass --tracking-uri or set "
+            "MLFLOW_TRACKING_URI (http(s)://host:port, sqlite:///path.db, or a "
+            "./mlruns folder)"
+        )
     return uri
 
 
@@ -75,8 +77,9 @@ class _Rest:
         self.base = p.path
         self.headers = {"Accept": "application/json", "Content-Type": "application/json"}
         user = urllib.parse.unquote(p.username or os.environ.get("MLFLOW_TRACKING_USERNAME", ""))
-        password = urllib.parse.unquote(p.password or
-                                        os.environ.get("MLFLOW_TRACKING_PASSWORD", ""))
+        password = urllib.parse.unquote(
+            p.password or os.environ.get("MLFLOW_TRACKING_PASSWORD", "")
+        )
         if user:
             token = base64.b64encode(f"{user}:{password}".encode()).decode()
             self.headers["Authorization"] = f"Basic {token}"
@@ -87,13 +90,21 @@ class _Rest:
     def _conn(self) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            cls = http.client.HTTPSConnection if self.scheme == "https" else \
-                http.client.HTTPConnection
+            cls = (
+                http.client.HTTPSConnection
+                if self.scheme == "https"
+                else http.client.HTTPConnection
+            )
             conn = self._local.conn = cls(self.host, self.port, timeout=TIMEOUT)
         return conn
 
-    def call(self, method: str, endpoint: str, params: dict[str, Any] | None = None,
-             body: dict[str, Any] | None = None) -> dict[str, Any]:
+    def call(
+        self,
+        method: str,
+        endpoint: str,
+        params: dict[str, Any] | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         path = f"{self.base}/api/2.0/mlflow/{endpoint}"
         if params:
             path += "?" + urllib.parse.urlencode(params, doseq=True)
@@ -109,26 +120,34 @@ class _Rest:
                 conn.close()
                 self._local.conn = None
                 if attempt:
-                    raise SourceError(f"MLflow server {redact(self.uri)} closed the "
-                                      "connection") from None
+                    raise SourceError(
+                        f"MLflow server {redact(self.uri)} closed the connection"
+                    ) from None
             except OSError as exc:
                 self._local.conn = None
-                raise SourceError(f"MLflow server {redact(self.uri)} unreachable: "
-                                  f"{exc.strerror or exc}") from None
+                raise SourceError(
+                    f"MLflow server {redact(self.uri)} unreachable: {exc.strerror or exc}"
+                ) from None
         if resp.status in (401, 403):
-            raise SourceError(f"MLflow server {redact(self.uri)} refused the credentials "
-                              f"(HTTP {resp.status}); set MLFLOW_TRACKING_USERNAME/PASSWORD "
-                              "or MLFLOW_TRACKING_TOKEN")
+            raise SourceError(
+                f"MLflow server {redact(self.uri)} refused the credentials "
+                f"(HTTP {resp.status}); set MLFLOW_TRACKING_USERNAME/PASSWORD "
+                "or MLFLOW_TRACKING_TOKEN"
+            )
         try:
             doc = json.loads(payload or b"{}")
         except json.JSONDecodeError:
-            raise SourceError(f"MLflow server {redact(self.uri)}: HTTP {resp.status}, not JSON "
-                              "(is this an MLflow tracking server?)") from None
+            raise SourceError(
+                f"MLflow server {redact(self.uri)}: HTTP {resp.status}, not JSON "
+                "(is this an MLflow tracking server?)"
+            ) from None
         if resp.status >= 400:
             if doc.get("error_code") == "RESOURCE_DOES_NOT_EXIST":
                 raise SourceError(f"MLflow server {redact(self.uri)}: {doc.get('message')}")
-            raise SourceError(f"MLflow server {redact(self.uri)}: HTTP {resp.status} "
-                              f"{doc.get('error_code', '')} {doc.get('message', '')}".rstrip())
+            raise SourceError(
+                f"MLflow server {redact(self.uri)}: HTTP {resp.status} "
+                f"{doc.get('error_code', '')} {doc.get('message', '')}".rstrip()
+            )
         return doc
 
     def run(self, ref: str) -> Run:
@@ -136,18 +155,30 @@ class _Rest:
             exp, _, name = ref.partition("/")
             e = self.call("GET", "experiments/get-by-name", {"experiment_name": exp})
             eid = e["experiment"]["experiment_id"]
-            found = self.call("POST", "runs/search", body={
-                "experiment_ids": [eid], "filter": f"attributes.run_name = '{name}'",
-                "max_results": 2})
-            ref = _one([r["info"]["run_id"] for r in found.get("runs", [])], exp, name,
-                       redact(self.uri))
+            found = self.call(
+                "POST",
+                "runs/search",
+                body={
+                    "experiment_ids": [eid],
+                    "filter": f"attributes.run_name = '{name}'",
+                    "max_results": 2,
+                },
+            )
+            ref = _one(
+                [r["info"]["run_id"] for r in found.get("runs", [])], exp, name, redact(self.uri)
+            )
         r = self.call("GET", "runs/get", {"run_id": ref})["run"]
-        exp = self.call("GET", "experiments/get",
-                        {"experiment_id": r["info"]["experiment_id"]})["experiment"]["name"]
+        exp = self.call("GET", "experiments/get", {"experiment_id": r["info"]["experiment_id"]})[
+            "experiment"
+        ]["name"]
         data = r.get("data", {})
-        return Run(ref, r["info"].get("run_name") or ref, exp,
-                   {p["key"]: p["value"] for p in data.get("params", [])},
-                   sorted({m["key"] for m in data.get("metrics", [])}))
+        return Run(
+            ref,
+            r["info"].get("run_name") or ref,
+            exp,
+            {p["key"]: p["value"] for p in data.get("params", [])},
+            sorted({m["key"] for m in data.get("metrics", [])}),
+        )
 
     def history(self, run: Run, since: int | None = None) -> list[tuple[str, np.ndarray]]:
         def one(key: str) -> tuple[str, np.ndarray]:
@@ -161,11 +192,13 @@ class _Rest:
                 for m in doc.get("metrics", []):
                     step = int(m.get("step", 0))
                     if since is None or step > since:
-                        rows.append((step, _value(m.get("value")),
-                                     int(m.get("timestamp", 0)) / 1000.0))
+                        rows.append(
+                            (step, _value(m.get("value")), int(m.get("timestamp", 0)) / 1000.0)
+                        )
                 token = doc.get("next_page_token")
                 if not token:
                     return key, _columns(rows)
+
         with ThreadPoolExecutor(max_workers=8) as pool:
             return list(pool.map(one, run.keys))
 
@@ -180,8 +213,9 @@ def _one(ids: list[str], exp: str, name: str, where: str) -> str:
     if not ids:
         raise SourceError(f"no MLflow run named {name!r} in experiment {exp!r} at {where}")
     if len(ids) > 1:
-        raise SourceError(f"more than one run named {name!r} in experiment {exp!r}; use "
-                          "mlflow:<run_id>")
+        raise SourceError(
+            f"more than one run named {name!r} in experiment {exp!r}; use mlflow:<run_id>"
+        )
     return ids[0]
 
 
@@ -202,7 +236,7 @@ class _Sqlite:
     }
 
     def __init__(self, uri: str):
-        path = uri[len("sqlite:///"):]
+        path = uri[len("sqlite:///") :]
         if not Path(path).is_file():
             raise SourceError(f"{uri}: no such MLflow sqlite store")
         self.uri = uri
@@ -210,8 +244,10 @@ class _Sqlite:
         for table, cols in self.NEED.items():
             have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
             if not cols <= have:
-                raise SourceError(f"{uri}: not an MLflow store rlwatch can read (table {table} "
-                                  f"lacks {', '.join(sorted(cols - have))})")
+                raise SourceError(
+                    f"{uri}: not an MLflow store rlwatch can read (table {table} "
+                    f"lacks {', '.join(sorted(cols - have))})"
+                )
 
     def run(self, ref: str) -> Run:
         if "/" in ref and not RUN_ID.match(ref):
@@ -219,23 +255,34 @@ class _Sqlite:
             rows = self.db.execute(
                 "SELECT r.run_uuid FROM runs r JOIN experiments e USING (experiment_id) "
                 "WHERE e.name = ? AND r.name = ? AND r.lifecycle_stage != 'deleted'",
-                (exp, name)).fetchall()
+                (exp, name),
+            ).fetchall()
             ref = _one([r[0] for r in rows], exp, name, self.uri)
-        row = self.db.execute("SELECT r.name, e.name FROM runs r JOIN experiments e "
-                              "USING (experiment_id) WHERE r.run_uuid = ?", (ref,)).fetchone()
+        row = self.db.execute(
+            "SELECT r.name, e.name FROM runs r JOIN experiments e "
+            "USING (experiment_id) WHERE r.run_uuid = ?",
+            (ref,),
+        ).fetchone()
         if row is None:
             raise SourceError(f"no MLflow run {ref!r} at {self.uri}")
-        params = dict(self.db.execute("SELECT key, value FROM params WHERE run_uuid = ?",
-                                      (ref,)).fetchall())
+        params = dict(
+            self.db.execute("SELECT key, value FROM params WHERE run_uuid = ?", (ref,)).fetchall()
+        )
         return Run(ref, row[0] or ref, row[1], params, [])
 
     def history(self, run: Run, since: int | None = None) -> list[tuple[str, np.ndarray]]:
         """Per key, numbers only (no per-row strings): the (run_uuid, key, step) index serves
         each query, in write order (timestamp, step)."""
-        keys = [k for (k,) in self.db.execute(
-            "SELECT DISTINCT key FROM metrics WHERE run_uuid = ?", (run.run_id,))]
-        q = ("SELECT step, CASE WHEN is_nan THEN NULL ELSE value END, timestamp / 1000.0 "
-             "FROM metrics WHERE run_uuid = ? AND key = ?")
+        keys = [
+            k
+            for (k,) in self.db.execute(
+                "SELECT DISTINCT key FROM metrics WHERE run_uuid = ?", (run.run_id,)
+            )
+        ]
+        q = (
+            "SELECT step, CASE WHEN is_nan THEN NULL ELSE value END, timestamp / 1000.0 "
+            "FROM metrics WHERE run_uuid = ? AND key = ?"
+        )
         if since is not None:
             q += f" AND step > {int(since)}"
         q += " ORDER BY timestamp, step"
@@ -246,7 +293,7 @@ class _Files:
     """MLflow's file store: mlruns/<experiment>/<run>/metrics/<key> with 'ts value step' lines."""
 
     def __init__(self, uri: str):
-        root = uri[len("file://"):] if uri.startswith("file://") else uri
+        root = uri[len("file://") :] if uri.startswith("file://") else uri
         self.root = Path(root)
         if not self.root.is_dir():
             raise SourceError(f"{uri}: no such MLflow file store")
@@ -260,8 +307,7 @@ class _Files:
                     for run in meta.parent.glob("*/meta.yaml"):
                         if _meta(run).get("run_name") == name:
                             return run.parent
-            raise SourceError(f"no MLflow run named {name!r} in experiment {exp!r} at "
-                              f"{self.uri}")
+            raise SourceError(f"no MLflow run named {name!r} in experiment {exp!r} at {self.uri}")
         found = next(iter(self.root.glob(f"*/{ref}")), None)
         if found is None:
             raise SourceError(f"no MLflow run {ref!r} at {self.uri}")
@@ -270,12 +316,17 @@ class _Files:
     def run(self, ref: str) -> Run:
         d = self._run_dir(ref)
         exp = _meta(d.parent / "meta.yaml").get("name", d.parent.name)
-        params = {str(p.relative_to(d / "params")): p.read_text().strip()
-                  for p in (d / "params").rglob("*") if p.is_file()}
-        keys = [str(p.relative_to(d / "metrics")) for p in (d / "metrics").rglob("*")
-                if p.is_file()]
-        return Run(d.name, _meta(d / "meta.yaml").get("run_name") or d.name, str(exp),
-                   params, sorted(keys))
+        params = {
+            str(p.relative_to(d / "params")): p.read_text().strip()
+            for p in (d / "params").rglob("*")
+            if p.is_file()
+        }
+        keys = [
+            str(p.relative_to(d / "metrics")) for p in (d / "metrics").rglob("*") if p.is_file()
+        ]
+        return Run(
+            d.name, _meta(d / "meta.yaml").get("run_name") or d.name, str(exp), params, sorted(keys)
+        )
 
     def history(self, run: Run, since: int | None = None) -> list[tuple[str, np.ndarray]]:
         d = self._run_dir(run.run_id)
@@ -309,8 +360,10 @@ def store(uri: str) -> Any:
         return _Sqlite(uri)
     if uri.startswith("file://") or Path(uri).is_dir():
         return _Files(uri)
-    raise UsageError(f"{redact(uri)}: unsupported MLflow tracking URI (valid: http(s)://..., "
-                     "sqlite:///path.db, file:///path/mlruns or a folder)")
+    raise UsageError(
+        f"{redact(uri)}: unsupported MLflow tracking URI (valid: http(s)://..., "
+        "sqlite:///path.db, file:///path/mlruns or a folder)"
+    )
 
 
 def _frame(run: Run, parts: list[tuple[str, np.ndarray]], uri: str) -> RunFrame:
@@ -318,11 +371,15 @@ def _frame(run: Run, parts: list[tuple[str, np.ndarray]], uri: str) -> RunFrame:
     tags = [k for k, _ in parts]
     codes = np.repeat(np.arange(len(parts), dtype=np.int32), [len(a) for _, a in parts])
     cols = np.concatenate([a for _, a in parts]) if parts else np.empty((0, 3))
-    info = RunInfo(run.name, SOURCE, f"{redact(uri)} run {run.run_id}",
-                   hparams={**run.params, "mlflow/experiment": run.experiment,
-                            "mlflow/run_id": run.run_id})
-    return RunFrame.from_arrays(info, tags, codes, cols[:, 0].astype(np.int64), cols[:, 1],
-                                cols[:, 2])
+    info = RunInfo(
+        run.name,
+        SOURCE,
+        f"{redact(uri)} run {run.run_id}",
+        hparams={**run.params, "mlflow/experiment": run.experiment, "mlflow/run_id": run.run_id},
+    )
+    return RunFrame.from_arrays(
+        info, tags, codes, cols[:, 0].astype(np.int64), cols[:, 1], cols[:, 2]
+    )
 
 
 def load(ref: str, uri: str) -> RunFrame:

@@ -76,17 +76,26 @@ class _Run:
         for r in self.readers:
             info.hparams.update(r.hparams)
             info.texts.update(r.texts)
-        info.warnings = warnings if final else warnings[self._warned:]
+        info.warnings = warnings if final else warnings[self._warned :]
         self._warned = len(warnings)
         if not parts:
-            return RunFrame.from_arrays(info, self.tags, *(np.empty(0, t) for t in
-                                        (np.int32, np.int64, np.float64, np.float64)))
-        cols = [np.concatenate([getattr(b, f) for _, b in parts]) if len(parts) > 1
-                else getattr(parts[0][1], f) for f in ("tag", "step", "value", "wall_time")]
-        where = (np.repeat([i for i, _ in parts], [len(b) for _, b in parts])
-                 if len(parts) > 1 else None)
-        return RunFrame.from_arrays(info, self.tags, *cols, where=where,
-                                    places=[r.path for r in self.readers])
+            return RunFrame.from_arrays(
+                info,
+                self.tags,
+                *(np.empty(0, t) for t in (np.int32, np.int64, np.float64, np.float64)),
+            )
+        cols = [
+            np.concatenate([getattr(b, f) for _, b in parts])
+            if len(parts) > 1
+            else getattr(parts[0][1], f)
+            for f in ("tag", "step", "value", "wall_time")
+        ]
+        where = (
+            np.repeat([i for i, _ in parts], [len(b) for _, b in parts]) if len(parts) > 1 else None
+        )
+        return RunFrame.from_arrays(
+            info, self.tags, *cols, where=where, places=[r.path for r in self.readers]
+        )
 
     def _code(self, tag: str) -> int:
         return intern_tag(self.tags, self._index, tag)
@@ -103,8 +112,9 @@ def load(target: str | os.PathLike[str]) -> RunFrame:
     _check_target(path)
     runs = find_runs(path)
     if not runs:
-        raise SourceError(f"{path}: no TensorBoard event files (events.out.tfevents.*) "
-                          "in it or below")
+        raise SourceError(
+            f"{path}: no TensorBoard event files (events.out.tfevents.*) in it or below"
+        )
     frames = []
     for name, files in runs.items():
         run = _Run(name, str(files[0].parent))
@@ -138,5 +148,6 @@ class Follower:
                 if f not in self._known:
                     self._known.add(f)
                     run.add(f)
-        return RunFrame.concat([f for r in self.runs.values()
-                                if (f := r.read(final=False)) is not None])
+        return RunFrame.concat(
+            [f for r in self.runs.values() if (f := r.read(final=False)) is not None]
+        )

@@ -24,7 +24,7 @@ DEADLINE = 120.0  # seconds for the whole fetch; the client retries rate limits 
 def parse(target: str) -> str | None:
     """entity/project/run_id from a wandb: target or a run URL; None if it is neither."""
     if target.startswith("wandb:"):
-        path = target[len("wandb:"):].strip("/")
+        path = target[len("wandb:") :].strip("/")
         if len(path.split("/")) != 3 or not all(path.split("/")):
             raise UsageError(f"{target}: expected wandb:<entity>/<project>/<run_id>")
         return path
@@ -45,8 +45,9 @@ def _fetch(path: str) -> tuple[Any, list[dict[str, Any]]]:
         run = api.run(path)
         rows = list(run.scan_history(page_size=10_000))
     except errors.AuthenticationError:
-        raise SourceError(f"W&B at {base} refused the credentials; set WANDB_API_KEY (or run "
-                          "`wandb login`)") from None
+        raise SourceError(
+            f"W&B at {base} refused the credentials; set WANDB_API_KEY (or run `wandb login`)"
+        ) from None
     except (errors.CommError, errors.Error, ValueError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise SourceError(f"W&B run {path} at {base}: {message}") from None
@@ -67,8 +68,9 @@ def load(path: str) -> RunFrame:
     t.start()
     t.join(DEADLINE)
     if t.is_alive():
-        raise SourceError(f"W&B run {path}: no answer within {DEADLINE:.0f} s (rate-limited or "
-                          "unreachable?)")
+        raise SourceError(
+            f"W&B run {path}: no answer within {DEADLINE:.0f} s (rate-limited or unreachable?)"
+        )
     if "error" in box:
         raise box["error"]
     run, rows = box["result"]
@@ -87,13 +89,25 @@ def load(path: str) -> RunFrame:
             if isinstance(value, bool) or not isinstance(value, int | float):
                 out.skip("non-numeric history values (media, tables, strings)", key=key)
                 continue
-            out.add(int(step), key, float(value),
-                    float(wall) if isinstance(wall, int | float) else math.nan)
-    config = {k: (v.get("value") if isinstance(v, dict) and "value" in v else v)
-              for k, v in dict(run.config).items() if not k.startswith("_")}
-    info = RunInfo(run.name or path.split("/")[-1], SOURCE, f"wandb:{path}",
-                   hparams={k: v if isinstance(v, int | float | str | bool) else str(v)
-                            for k, v in config.items()})
+            out.add(
+                int(step),
+                key,
+                float(value),
+                float(wall) if isinstance(wall, int | float) else math.nan,
+            )
+    config = {
+        k: (v.get("value") if isinstance(v, dict) and "value" in v else v)
+        for k, v in dict(run.config).items()
+        if not k.startswith("_")
+    }
+    info = RunInfo(
+        run.name or path.split("/")[-1],
+        SOURCE,
+        f"wandb:{path}",
+        hparams={
+            k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in config.items()
+        },
+    )
     info.warnings = out.warnings(f"wandb:{path}")
     if not out.steps:
         raise SourceError(f"W&B run {path} has no numeric history")

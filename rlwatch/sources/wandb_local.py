@@ -43,8 +43,9 @@ def read_records(path: Path) -> tuple[list[bytes], list[str]]:
             pos += left
             continue
         if pos + 7 > len(data):
-            warnings.append(f"{path}: truncated record header at byte {pos} "
-                            f"({len(data) - pos} bytes unread)")
+            warnings.append(
+                f"{path}: truncated record header at byte {pos} ({len(data) - pos} bytes unread)"
+            )
             break
         crc, length, kind = struct.unpack_from("<IHB", data, pos)
         if crc == 0 and length == 0 and kind == 0:  # zero padding to the end of the block
@@ -52,10 +53,12 @@ def read_records(path: Path) -> tuple[list[bytes], list[str]]:
             continue
         end = pos + 7 + length
         if end > len(data):
-            warnings.append(f"{path}: last record truncated at byte {pos} "
-                            f"({len(data) - pos} bytes unread; was the run killed?)")
+            warnings.append(
+                f"{path}: last record truncated at byte {pos} "
+                f"({len(data) - pos} bytes unread; was the run killed?)"
+            )
             break
-        payload = data[pos + 7:end]
+        payload = data[pos + 7 : end]
         if zlib.crc32(payload, zlib.crc32(bytes([kind]))) & 0xFFFFFFFF != crc or kind > LAST:
             bad += 1
             pending = bytearray()
@@ -72,8 +75,9 @@ def read_records(path: Path) -> tuple[list[bytes], list[str]]:
             pending = bytearray()
         pos = end
     if bad:
-        warnings.append(f"{path}: {bad} corrupt record(s) (bad CRC); skipped to the next block "
-                        "each time")
+        warnings.append(
+            f"{path}: {bad} corrupt record(s) (bad CRC); skipped to the next block each time"
+        )
     return out, warnings
 
 
@@ -113,8 +117,9 @@ def load_file(path: str | os.PathLike[str], name: str | None = None) -> RunFrame
                     skipped_values += 1
                     continue
                 if isinstance(value, str):  # W&B writes NaN/Infinity as strings
-                    value = {"NaN": math.nan, "Infinity": math.inf,
-                             "-Infinity": -math.inf}.get(value)
+                    value = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(
+                        value
+                    )
                     if value is None:
                         skipped_values += 1
                         continue
@@ -126,8 +131,12 @@ def load_file(path: str | os.PathLike[str], name: str | None = None) -> RunFrame
                 if not isinstance(s, int | float):
                     skipped_values += 1
                     continue
-                out.add(int(s), key, math.nan if value is None else float(value),
-                        float(wall) if isinstance(wall, int | float) else math.nan)
+                out.add(
+                    int(s),
+                    key,
+                    math.nan if value is None else float(value),
+                    float(wall) if isinstance(wall, int | float) else math.nan,
+                )
         elif kind == "metric" and rec.metric.step_metric:
             step_metrics.append((rec.metric.glob_name or rec.metric.name, rec.metric.step_metric))
         elif kind in ("config", "run"):
@@ -144,15 +153,18 @@ def load_file(path: str | os.PathLike[str], name: str | None = None) -> RunFrame
                     continue
                 if isinstance(value, dict) and "value" in value:
                     value = value["value"]
-                hparams[key] = value if isinstance(value, int | float | str | bool) else \
-                    json.dumps(value)
+                hparams[key] = (
+                    value if isinstance(value, int | float | str | bool) else json.dumps(value)
+                )
     if undecodable:
         warnings.append(f"{p}: {undecodable} record(s) could not be decoded")
     if skipped_values:
-        warnings.append(f"{p}: {skipped_values} non-numeric history values ignored "
-                        "(media, tables, strings)")
-    info = RunInfo(run_name or p.stem, SOURCE, str(p), files=[str(p)], hparams=hparams,
-                   warnings=warnings)
+        warnings.append(
+            f"{p}: {skipped_values} non-numeric history values ignored (media, tables, strings)"
+        )
+    info = RunInfo(
+        run_name or p.stem, SOURCE, str(p), files=[str(p)], hparams=hparams, warnings=warnings
+    )
     return out.frame(info)
 
 
