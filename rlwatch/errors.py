@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """The CI contract: what rlwatch's exit status means."""
+
+    HEALTHY = 0  # nothing at or above --fail-on is firing
+    UNHEALTHY = 1  # an error verdict (at or above --fail-on) fired
+    FAILED = 2  # rlwatch could not do its job: bad input, unreadable source, crash
+
 
 class RlwatchError(Exception):
     """Base class: rlwatch could not do its job. Carries a one-line, user-facing message."""
 
-    exit_code = 2
+    exit_code = ExitCode.FAILED
 
 
 class UsageError(RlwatchError):
