@@ -41,12 +41,14 @@ def diagnose(
     Raises SourceError when nothing could be read or no rule could be evaluated, UsageError for
     bad selections or a --require'd metric a run does not have.
     """
-    from rlwatch.engine.rules import SEVERITIES
     from rlwatch.engine.select import select as choose
     from rlwatch.names import catalogue
+    from rlwatch.severity import Severity
 
-    if fail_on not in SEVERITIES:
-        raise UsageError(f"fail_on {fail_on!r} is not a severity (valid: {', '.join(SEVERITIES)})")
+    try:
+        fail_on = str(Severity.parse(fail_on))
+    except ValueError as exc:
+        raise UsageError(f"fail_on: {exc}") from None
     unknown = [m for m in require or [] if m not in catalogue().metrics]
     if unknown:
         raise UsageError(

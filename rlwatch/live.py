@@ -19,7 +19,7 @@ import pandas as pd
 
 from rlwatch.engine.conditions import Context, metrics_of
 from rlwatch.engine.evaluate import Verdict, evaluate_rule
-from rlwatch.engine.rules import SEVERITIES, RuleSet
+from rlwatch.engine.rules import RuleSet
 from rlwatch.errors import RlwatchError
 from rlwatch.frame import RunFrame, RunInfo
 from rlwatch.render.dashboard import ago
@@ -223,7 +223,7 @@ class Watch:
                     Event(
                         "fired",
                         state.name,
-                        f"{verdict.severity.upper()} "
+                        f"{str(verdict.severity).upper()} "
                         f"{rule.code} {rule.name} since step {ep.first_step}: "
                         f"{ep.summary}",
                         verdict,
@@ -285,7 +285,7 @@ class Watch:
                         }
             firing = sorted(
                 (v for v in st.verdicts.values() if v.state == "firing"),
-                key=lambda v: -SEVERITIES.index(v.severity),
+                key=lambda v: -v.severity,
             )
             runs.append(
                 {
@@ -300,7 +300,7 @@ class Watch:
                         {
                             "code": v.code,
                             "name": v.name,
-                            "severity": v.severity,
+                            "severity": str(v.severity),
                             "since": v.episodes[-1].first_step,
                             "summary": v.episodes[-1].summary,
                             "checks": v.checks,

@@ -16,7 +16,8 @@ import pandas as pd
 
 from rlwatch import __version__
 from rlwatch.engine.evaluate import Verdict, evaluate_frame
-from rlwatch.engine.rules import SEVERITIES, RuleSet
+from rlwatch.engine.rules import RuleSet
+from rlwatch.severity import Severity
 
 SCHEMA_VERSION = 1
 
@@ -152,8 +153,8 @@ class Report:
 
     @property
     def failing(self) -> list[Verdict]:
-        t = SEVERITIES.index(self.fail_on)
-        return [v for v in self.verdicts if v.fired and SEVERITIES.index(v.severity) >= t]
+        t = Severity.parse(self.fail_on)
+        return [v for v in self.verdicts if v.fired and v.severity >= t]
 
     @property
     def healthy(self) -> bool:

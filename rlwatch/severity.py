@@ -15,6 +15,21 @@ class Severity(enum.IntEnum):
     def __str__(self) -> str:
         return self.name.lower()
 
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+    def __eq__(self, other: object) -> bool:
+        """Also equal to its spelling: `Severity.ERROR == "error"` (rule files, JSON, tests)."""
+        if isinstance(other, str):
+            return str(self) == other
+        return int.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return int.__hash__(self)
+
     @classmethod
     def parse(cls, text: str | Severity) -> Severity:
         """`"warning"` -> `Severity.WARNING`; ValueError naming the valid spellings otherwise."""

@@ -8,6 +8,16 @@ from collections.abc import Iterator
 
 import typer
 
+from rlwatch.errors import ExitCode
+from rlwatch.severity import Severity
+
+__all__ = ["ExitCode", "SeverityChoice"]
+
+# The CLI's choice of a severity (--fail-on, --exit-on, --alert-on): generated from the one order.
+SeverityChoice = enum.Enum(  # type: ignore[misc]
+    "SeverityChoice", {str(s): str(s) for s in Severity}, type=str
+)
+
 
 class Format(str, enum.Enum):
     text = "text"

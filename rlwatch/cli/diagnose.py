@@ -13,15 +13,11 @@ from rlwatch.cli._common import (
     LOG_FORMAT_HELP,
     TARGETS_HELP,
     TRACKING_URI_HELP,
+    ExitCode,
+    SeverityChoice,
     stdout_console,
     user_errors,
 )
-
-
-class Severity(str, enum.Enum):
-    info = "info"
-    warning = "warning"
-    error = "error"
 
 
 class ReportFormat(str, enum.Enum):
@@ -75,7 +71,7 @@ def diagnose(
         ),
     ] = None,
     fail_on: Annotated[
-        Severity | None,
+        SeverityChoice | None,
         typer.Option(
             "--fail-on", help="Exit 1 when a rule at or above this severity fired [default: error]."
         ),
@@ -144,4 +140,4 @@ def diagnose(
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as f:
             f.write(RENDERERS["markdown"](data))
     if not report.healthy and not exit_zero:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.UNHEALTHY)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from rlwatch.cli._common import stdout_console, user_errors
+from rlwatch.cli._common import ExitCode, stdout_console, user_errors
 
 app = typer.Typer(help="List, explain, check and test the rule packs.", no_args_is_help=True)
 
@@ -26,7 +26,7 @@ def list_rules(
         for col in ("code", "severity", "name", "detects"):
             table.add_column(col, overflow="fold", no_wrap=col != "detects")
         for r in sorted(load_rules(rules).rules, key=lambda r: r.code):
-            table.add_row(r.code, r.severity, r.name, r.description)
+            table.add_row(r.code, str(r.severity), r.name, r.description)
     stdout_console().print(table)
 
 
@@ -36,6 +36,7 @@ def explain(code: Annotated[str, typer.Argument(help="A rule code, e.g. EX01.")]
     with user_errors():
         import yaml
 
+        from rlwatch.engine.registry import describe, walk
         from rlwatch.engine.rules import load_rules
         from rlwatch.errors import UsageError
 
@@ -50,8 +51,23 @@ def explain(code: Annotated[str, typer.Argument(help="A rule code, e.g. EX01.")]
         rule.description,
         "",
         "condition:",
-        yaml.safe_dump(rule.when, sort_keys=False).rstrip(),
+        yaml.safe_dump(rule.when.to_spec(defaults=True), sort_keys=False).rstrip(),
         f"for: {rule.for_} logged step(s); keep_firing_for: {rule.keep_firing_for}",
+        "",
+        "condition kinds used (parameters: type, default, bounds):",
+    ]
+    for name in dict.fromkeys(n.KIND for n in walk(rule.when)):
+        kind = describe(name)
+        out.append(f"  {name}: {kind['doc'].splitlines()[0]}")
+        for p in kind["params"]:
+            if p["type"] == "conds":
+                continue
+            bits = [p["type"], "required" if p["required"] else f"default {p['default']}"]
+            if p["low"] is not None or p["high"] is not None:
+                bits.append(f"{p['low'] if p['low'] is not None else ''}..{p['high'] or ''}")
+            out.append(f"    {p['name']} ({', '.join(bits)}): {p['doc']}")
+    out += [
+        "",
         f"summary: {rule.summary}",
         "",
         "checks:",
@@ -94,4 +110,4 @@ def test(
                 typer.echo(f"    {p}")
     typer.echo(f"{len(cases) - failed} passed, {failed} failed")
     if failed:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.UNHEALTHY)

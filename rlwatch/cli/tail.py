@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import json
 import os
 import subprocess
@@ -12,13 +11,14 @@ from typing import Annotated
 
 import typer
 
-from rlwatch.cli._common import LOG_FORMAT_HELP, TARGETS_HELP, TRACKING_URI_HELP, user_errors
-
-
-class Level(str, enum.Enum):
-    info = "info"
-    warning = "warning"
-    error = "error"
+from rlwatch.cli._common import (
+    LOG_FORMAT_HELP,
+    TARGETS_HELP,
+    TRACKING_URI_HELP,
+    ExitCode,
+    SeverityChoice,
+    user_errors,
+)
 
 
 def tail(
@@ -28,7 +28,7 @@ def tail(
     ] = 2.0,
     once: Annotated[bool, typer.Option("--once", help="Poll once, print one frame, exit.")] = False,
     exit_on: Annotated[
-        Level | None,
+        SeverityChoice | None,
         typer.Option(
             "--exit-on",
             help="Watchdog: exit 1 as soon as a verdict at or above this severity fires.",
@@ -44,8 +44,8 @@ def tail(
         ),
     ] = None,
     alert_on: Annotated[
-        Level, typer.Option("--alert-on", help="Severity that triggers --on-alert.")
-    ] = Level.warning,
+        SeverityChoice, typer.Option("--alert-on", help="Severity that triggers --on-alert.")
+    ] = SeverityChoice["warning"],
     stale_after: Annotated[
         float,
         typer.Option(
@@ -72,7 +72,7 @@ def tail(
 
     Example: rlwatch tail runs/ --exit-on error --on-alert 'scancel $SLURM_JOB_ID'
     """
-    from rlwatch.engine.rules import SEVERITIES
+    from rlwatch.severity import Severity
 
     with user_errors():
         from rlwatch.engine.rules import load_rules
@@ -87,8 +87,8 @@ def tail(
             stale_after=stale_after,
         )
     tty = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and not plain
-    exit_rank = SEVERITIES.index(exit_on.value) if exit_on else None
-    alert_rank = SEVERITIES.index(alert_on.value)
+    exit_rank = Severity.parse(exit_on.value) if exit_on else None
+    alert_rank = Severity.parse(alert_on.value)
 
     def handle(events: list) -> bool:
         """Alerts and the watchdog; True when the watchdog says stop."""
@@ -99,7 +99,7 @@ def tail(
             v = ev.verdict
             if ev.kind != "fired" or v is None:
                 continue
-            rank = SEVERITIES.index(v.severity)
+            rank = v.severity
             if on_alert and rank >= alert_rank:
                 _alert(on_alert, v)
             if exit_rank is not None and rank >= exit_rank:
@@ -113,14 +113,14 @@ def tail(
                 if once:
                     if tty:
                         _print_dashboard(watch, interval)
-                    raise typer.Exit(1 if stop else 0)
+                    raise typer.Exit(ExitCode.UNHEALTHY if stop else ExitCode.HEALTHY)
                 if stop:
                     print(
                         f"rlwatch: watchdog: a verdict at or above {exit_on.value} fired",
                         file=sys.stderr,
                         flush=True,
                     )
-                    raise typer.Exit(1)
+                    raise typer.Exit(ExitCode.UNHEALTHY)
                 time.sleep(interval)
         from rich.console import Console
         from rich.live import Live
@@ -139,9 +139,9 @@ def tail(
                     break
                 time.sleep(interval)
         console.print(f"watchdog: a verdict at or above {exit_on.value} fired", style="bold red")
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.UNHEALTHY)
     except KeyboardInterrupt:
-        raise typer.Exit(0) from None
+        raise typer.Exit(ExitCode.HEALTHY) from None
 
 
 def _print_dashboard(watch, interval: float) -> None:
@@ -160,7 +160,7 @@ def _alert(command: str, verdict) -> None:
         **os.environ,
         "RLWATCH_RUN": verdict.run,
         "RLWATCH_CODE": verdict.code,
-        "RLWATCH_SEVERITY": verdict.severity,
+        "RLWATCH_SEVERITY": str(verdict.severity),
         "RLWATCH_STEP": str(ep.first_step),
         "RLWATCH_SUMMARY": ep.summary,
     }

@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
+from rlwatch.engine.registry import Node, kind, param
+
 
 class Skip(Exception):
     """The condition cannot be evaluated on this run (missing metric, too few steps)."""
@@ -44,7 +46,7 @@ class Context:
     decimals: int | None = None  # values were printed rounded to this many decimals
     tags: dict[str, str] = field(default_factory=dict)  # canonical -> raw tag
     early: pd.DataFrame | None = None  # the run's first steps when `wide` is a recent window
-    memo: dict[str, Any] = field(default_factory=dict)  # leaf signals and series, per context
+    memo: dict[Any, Any] = field(default_factory=dict)  # leaf signals and series, per context
 
     def _arrays(self, frame: pd.DataFrame, metric: str) -> Series:
         """A column's logged values, from the table turned into one numpy matrix once."""
@@ -152,248 +154,333 @@ def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 # -- kinds ------------------------------------------------------------------------------
-def threshold(ctx: Context, spec: dict[str, Any]) -> Signal:
+# Each kind is declared once: its parameters (types, defaults, bounds), what it observes, its
+# examples (the docstring) and its function (`signal`). See rlwatch/engine/registry.py.
+
+
+@kind(
+    "threshold",
+    observed=("value", "numerator", "denominator", "deviation"),
+    one_of=("above", "below", "outside", "inside"),
+)
+@dataclass(frozen=True)
+class Threshold(Node):
     """The value (or value / `divided_by`) is above, below, outside or inside fixed bounds.
 
     Unhealthy: `rollout_kl: 9.97` with `above: 1.0`. Healthy: `rollout_kl: 0.001`.
     """
-    metric = spec["metric"]
-    s = ctx.series(metric)
-    steps, v = s.steps, s.values
-    observed: dict[str, np.ndarray] = {}
-    if "divided_by" in spec:
-        d = ctx.series(spec["divided_by"])
-        steps, ia, ib = np.intersect1d(s.steps, d.steps, return_indices=True)
-        num, den = s.values[ia], d.values[ib]
-        v = _ratio(num, den)
-        ok = ~np.isnan(v)
-        steps, v, num, den = steps[ok], v[ok], num[ok], den[ok]
-        observed = {"numerator": num, "denominator": den}
-    mask = np.ones(v.size, dtype=bool)
-    peak_max = True
-    if "above" in spec:
-        mask &= v > spec["above"]
-    if "below" in spec:
-        mask &= v < spec["below"]
-        peak_max = "above" in spec
-    if "outside" in spec:
-        lo, hi = spec["outside"]
-        mask &= (v < lo) | (v > hi)
-    if "inside" in spec:
-        lo, hi = spec["inside"]
-        mask &= (v >= lo) & (v <= hi)
-    observed["value"] = v
-    if "outside" in spec:
-        observed["deviation"] = np.abs(v - (spec["outside"][0] + spec["outside"][1]) / 2)
-        return Signal(steps, mask, observed, "deviation", True, (metric,))
-    return Signal(steps, mask, observed, "value", peak_max, (metric,))
+
+    metric: str = param("metric", doc="the metric compared")
+    above: float | None = param("num", doc="fires when value > above")
+    below: float | None = param("num", doc="fires when value < below")
+    outside: tuple[float, float] | None = param("range", doc="fires outside [low, high]")
+    inside: tuple[float, float] | None = param("range", doc="fires inside [low, high]")
+    divided_by: str | None = param("metric", required=False, doc="compare value / this metric")
+
+    def signal(self, ctx: Context) -> Signal:
+        metric = self.metric
+        s = ctx.series(metric)
+        steps, v = s.steps, s.values
+        observed: dict[str, np.ndarray] = {}
+        if self.divided_by is not None:
+            d = ctx.series(self.divided_by)
+            steps, ia, ib = np.intersect1d(s.steps, d.steps, return_indices=True)
+            num, den = s.values[ia], d.values[ib]
+            v = _ratio(num, den)
+            ok = ~np.isnan(v)
+            steps, v, num, den = steps[ok], v[ok], num[ok], den[ok]
+            observed = {"numerator": num, "denominator": den}
+        mask = np.ones(v.size, dtype=bool)
+        peak_max = True
+        if self.above is not None:
+            mask &= v > self.above
+        if self.below is not None:
+            mask &= v < self.below
+            peak_max = self.above is not None
+        if self.outside is not None:
+            lo, hi = self.outside
+            mask &= (v < lo) | (v > hi)
+        if self.inside is not None:
+            lo, hi = self.inside
+            mask &= (v >= lo) & (v <= hi)
+        observed["value"] = v
+        if self.outside is not None:
+            observed["deviation"] = np.abs(v - (self.outside[0] + self.outside[1]) / 2)
+            return Signal(steps, mask, observed, "deviation", True, (metric,))
+        return Signal(steps, mask, observed, "value", peak_max, (metric,))
 
 
-def spike(ctx: Context, spec: dict[str, Any]) -> Signal:
+@kind("spike", observed=("value", "baseline", "ratio", "change"), one_of=("factor", "drop"))
+@dataclass(frozen=True)
+class Spike(Node):
     """The value jumps against a robust rolling baseline of the previous `window` logged steps.
 
     `factor: k` fires when value >= k x baseline (baseline = rolling median, current step
     excluded); `drop: d` fires when the value falls by d x |baseline| or more. `min_delta` is the
     smallest absolute change that counts. Unhealthy: grad_norm `1x20 25`. Healthy: `1x20 1.5`.
     """
-    metric = spec["metric"]
-    window, min_periods = spec.get("window", 20), spec.get("min_periods", 5)
-    s = ctx.series(metric, needs=min_periods + 1)
-    v = s.values
-    base = ctx.by_segment(v, s.steps, lambda x: _prior_median(x, window, min_periods))
-    delta = v - base
-    has = ~np.isnan(base)
-    with np.errstate(invalid="ignore"):
-        mask = has & (np.abs(delta) >= spec.get("min_delta", 0.0))
-        if "factor" in spec:
-            mask &= (v >= spec["factor"] * base) & (base > 0)
-        else:
-            mask &= -delta >= spec["drop"] * np.abs(base)
-    observed = {
-        "value": v,
-        "baseline": base,
-        "ratio": _ratio(v, base),
-        "change": _ratio(delta, np.abs(base)),
-    }
-    return Signal(
-        s.steps,
-        mask,
-        observed,
-        "ratio" if "factor" in spec else "change",
-        "factor" in spec,
-        (metric,),
-    )
+
+    metric: str = param("metric", doc="the metric watched")
+    factor: float | None = param("pos", doc="fires when value >= factor x baseline")
+    drop: float | None = param("pos", doc="fires when value falls by drop x |baseline|")
+    window: int = param("int", 20, doc="logged steps in the rolling baseline")
+    min_periods: int = param("int", 5, doc="values the baseline needs before it counts")
+    min_delta: float = param("num", 0.0, doc="smallest absolute change that counts")
+
+    def check(self) -> tuple[str, str] | None:
+        if self.min_periods > self.window:
+            return "", "min_periods must not exceed window"
+        return None
+
+    def signal(self, ctx: Context) -> Signal:
+        metric, window, min_periods = self.metric, self.window, self.min_periods
+        s = ctx.series(metric, needs=min_periods + 1)
+        v = s.values
+        base = ctx.by_segment(v, s.steps, lambda x: _prior_median(x, window, min_periods))
+        delta = v - base
+        has = ~np.isnan(base)
+        with np.errstate(invalid="ignore"):
+            mask = has & (np.abs(delta) >= self.min_delta)
+            if self.factor is not None:
+                mask &= (v >= self.factor * base) & (base > 0)
+            else:
+                mask &= -delta >= self.drop * np.abs(base)
+        observed = {
+            "value": v,
+            "baseline": base,
+            "ratio": _ratio(v, base),
+            "change": _ratio(delta, np.abs(base)),
+        }
+        rising = self.factor is not None
+        return Signal(s.steps, mask, observed, "ratio" if rising else "change", rising, (metric,))
 
 
-def relative(ctx: Context, spec: dict[str, Any]) -> Signal:
+@kind("relative", observed=("value", "reference", "ratio"), one_of=("below_factor", "above_factor"))
+@dataclass(frozen=True)
+class Relative(Node):
     """The value against the run's own early level (median of its first `first_steps` values).
 
     Unhealthy (`below_factor: 0.1`): entropy 0.35 early, 0.012 now. Healthy: 0.35 -> 0.06.
     """
-    metric = spec["metric"]
-    first = spec.get("first_steps", 10)
-    if ctx.early is not None and metric in ctx.early.columns:
-        s = ctx.series(metric)
-        head = ctx._arrays(ctx.early, metric)
-        if len(head) < first:
-            raise Skip(f"too few steps of {metric!r}: {len(head)} logged, needs {first + 1}")
-        ref = float(np.median(head.values[:first]))
-        after = s.steps > head.steps[first - 1]
-    else:
-        s = ctx.series(metric, needs=first + 1)
-        ref = float(np.median(s.values[:first]))
-        after = np.arange(len(s)) >= first
-    v = s.values
-    mask = after.copy()
-    if "below_factor" in spec:
-        mask &= v < spec["below_factor"] * ref
-    if "above_factor" in spec:
-        mask &= v > spec["above_factor"] * ref
-    if "min_delta" in spec:
-        mask &= np.abs(v - ref) >= spec["min_delta"]
-    observed = {
-        "value": v,
-        "reference": np.full(v.size, ref),
-        "ratio": v / ref if ref != 0 else np.full(v.size, np.nan),
-    }
-    return Signal(s.steps, mask, observed, "value", "above_factor" in spec, (metric,))
+
+    metric: str = param("metric", doc="the metric watched")
+    below_factor: float | None = param("pos", doc="fires when value < below_factor x early")
+    above_factor: float | None = param("pos", doc="fires when value > above_factor x early")
+    first_steps: int = param("int", 10, doc="logged steps that make the early level")
+    min_delta: float | None = param("num", doc="smallest |value - early| that counts")
+
+    def signal(self, ctx: Context) -> Signal:
+        metric, first = self.metric, self.first_steps
+        if ctx.early is not None and metric in ctx.early.columns:
+            s = ctx.series(metric)
+            head = ctx._arrays(ctx.early, metric)
+            if len(head) < first:
+                raise Skip(f"too few steps of {metric!r}: {len(head)} logged, needs {first + 1}")
+            ref = float(np.median(head.values[:first]))
+            after = s.steps > head.steps[first - 1]
+        else:
+            s = ctx.series(metric, needs=first + 1)
+            ref = float(np.median(s.values[:first]))
+            after = np.arange(len(s)) >= first
+        v = s.values
+        mask = after.copy()
+        if self.below_factor is not None:
+            mask &= v < self.below_factor * ref
+        if self.above_factor is not None:
+            mask &= v > self.above_factor * ref
+        if self.min_delta is not None:
+            mask &= np.abs(v - ref) >= self.min_delta
+        observed = {
+            "value": v,
+            "reference": np.full(v.size, ref),
+            "ratio": v / ref if ref != 0 else np.full(v.size, np.nan),
+        }
+        return Signal(s.steps, mask, observed, "value", self.above_factor is not None, (metric,))
 
 
-def trend(ctx: Context, spec: dict[str, Any]) -> Signal:
+@kind(
+    "trend",
+    observed=("value", "start", "end", "pct_change"),
+    one_of=("above", "below", "abs_below"),
+)
+@dataclass(frozen=True)
+class Trend(Node):
     """Relative change over the last `window` logged steps, with robust endpoints: the median
     of the first and of the last `edge` values of the window (default a tenth, at least 3).
 
     Unhealthy (`below: -0.4`): length 500 -> 100 over 30 steps. Healthy: 500 -> 480.
     """
-    metric = spec["metric"]
-    window = spec["window"]
-    edge = spec.get("edge", max(3, window // 10))
-    s = ctx.series(metric, needs=window)
-    end = ctx.by_segment(s.values, s.steps, lambda x: _trailing_median(x, edge))
-    start = ctx.by_segment(end, s.steps, lambda x: _shift(x, window - edge))
-    change = _ratio(end - start, np.abs(start))
-    mask = ~np.isnan(change)
-    with np.errstate(invalid="ignore"):
-        if "above" in spec:
-            mask &= change > spec["above"]
-        if "below" in spec:
-            mask &= change < spec["below"]
-        if "abs_below" in spec:
-            mask &= np.abs(change) < spec["abs_below"]
-    observed = {"value": s.values, "start": start, "end": end, "pct_change": change}
-    return Signal(s.steps, mask, observed, "pct_change", "below" not in spec, (metric,))
+
+    metric: str = param("metric", doc="the metric watched")
+    window: int = param("int", required=True, doc="logged steps the change is measured over")
+    edge: int | None = param("int", doc="values in each robust endpoint (default window/10, >= 3)")
+    above: float | None = param("num", doc="fires when the relative change > above")
+    below: float | None = param("num", doc="fires when the relative change < below")
+    abs_below: float | None = param("pos", doc="fires when |relative change| < abs_below")
+
+    def signal(self, ctx: Context) -> Signal:
+        metric, window = self.metric, self.window
+        edge = self.edge if self.edge is not None else max(3, window // 10)
+        s = ctx.series(metric, needs=window)
+        end = ctx.by_segment(s.values, s.steps, lambda x: _trailing_median(x, edge))
+        start = ctx.by_segment(end, s.steps, lambda x: _shift(x, window - edge))
+        change = _ratio(end - start, np.abs(start))
+        mask = ~np.isnan(change)
+        with np.errstate(invalid="ignore"):
+            if self.above is not None:
+                mask &= change > self.above
+            if self.below is not None:
+                mask &= change < self.below
+            if self.abs_below is not None:
+                mask &= np.abs(change) < self.abs_below
+        observed = {"value": s.values, "start": start, "end": end, "pct_change": change}
+        return Signal(s.steps, mask, observed, "pct_change", self.below is None, (metric,))
 
 
-def nonfinite(ctx: Context, spec: dict[str, Any]) -> Signal:
+@kind("nonfinite", observed=("value", "count"))
+@dataclass(frozen=True)
+class Nonfinite(Node):
     """The metric was logged as NaN or +-inf. Unhealthy: `grad_norm: 1 1 nan`."""
-    metric = spec["metric"]
-    if metric not in ctx.wide.columns and metric not in ctx.nonfinite:
-        raise Skip(f"metric {metric!r} not logged")
-    bad = np.asarray(ctx.nonfinite.get(metric, pd.Index([], dtype="int64")), dtype=np.int64)
-    s = (
-        ctx.series(metric)
-        if metric in ctx.wide.columns
-        else Series(np.empty(0, np.int64), np.empty(0))
-    )
-    steps = np.union1d(s.steps, bad)
-    mask = np.isin(steps, bad)
-    value = np.full(steps.size, np.nan)
-    value[np.isin(steps, s.steps)] = s.values[np.isin(s.steps, steps)]
-    value[mask] = np.nan
-    return Signal(
-        steps,
-        mask,
-        {"value": value, "count": np.cumsum(mask).astype(float)},
-        "count",
-        True,
-        (metric,),
-    )
+
+    metric: str = param("metric", doc="the metric watched")
+
+    def signal(self, ctx: Context) -> Signal:
+        metric = self.metric
+        if metric not in ctx.wide.columns and metric not in ctx.nonfinite:
+            raise Skip(f"metric {metric!r} not logged")
+        bad = np.asarray(ctx.nonfinite.get(metric, pd.Index([], dtype="int64")), dtype=np.int64)
+        s = (
+            ctx.series(metric)
+            if metric in ctx.wide.columns
+            else Series(np.empty(0, np.int64), np.empty(0))
+        )
+        steps = np.union1d(s.steps, bad)
+        mask = np.isin(steps, bad)
+        value = np.full(steps.size, np.nan)
+        value[np.isin(steps, s.steps)] = s.values[np.isin(s.steps, steps)]
+        value[mask] = np.nan
+        observed = {"value": value, "count": np.cumsum(mask).astype(float)}
+        return Signal(steps, mask, observed, "count", True, (metric,))
 
 
-def stuck(ctx: Context, spec: dict[str, Any]) -> Signal:
+@kind("stuck", observed=("value", "held"))
+@dataclass(frozen=True)
+class Stuck(Node):
     """Exactly constant (or exactly `value`) for `steps` logged steps in a row.
 
     Values printed rounded (verl <= 0.4 console logs: 3 decimals) make a tiny KL print 0.000:
     there, a zero means "below resolution" and does not count as stuck.
     """
-    metric = spec["metric"]
-    n = spec["steps"]
-    s = ctx.series(metric, needs=n)
-    v = s.values
-    if "value" in spec:
-        same = v == spec["value"]
-    else:
-        eq = np.concatenate([[False], v[1:] == v[:-1]])
-        same = eq | np.concatenate([eq[1:], [False]])
-    if ctx.decimals is not None:
-        same &= np.abs(v) >= 0.5 * 10.0**-ctx.decimals
-    held = _held(same)
-    return Signal(
-        s.steps, held >= n, {"value": v, "held": held.astype(float)}, "held", True, (metric,)
-    )
+
+    metric: str = param("metric", doc="the metric watched")
+    steps: int = param("int", required=True, doc="logged steps in a row")
+    value: float | None = param("num", doc="the exact value held (default: any constant)")
+
+    def signal(self, ctx: Context) -> Signal:
+        metric, n = self.metric, self.steps
+        s = ctx.series(metric, needs=n)
+        v = s.values
+        if self.value is not None:
+            same = v == self.value
+        else:
+            eq = np.concatenate([[False], v[1:] == v[:-1]])
+            same = eq | np.concatenate([eq[1:], [False]])
+        if ctx.decimals is not None:
+            same &= np.abs(v) >= 0.5 * 10.0**-ctx.decimals
+        held = _held(same)
+        observed = {"value": v, "held": held.astype(float)}
+        return Signal(s.steps, held >= n, observed, "held", True, (metric,))
 
 
-def stall(ctx: Context, spec: dict[str, Any]) -> Signal:
+@kind("stall", observed=("value", "baseline", "ratio"))
+@dataclass(frozen=True)
+class Stall(Node):
     """A step whose duration is >= `factor` x the median duration of the steps before it.
 
     Duration: the `metric` (default step_time) where logged, else the wall-time gap between
     consecutive steps. Unhealthy: 350 s steps, then one of 22,544 s. Healthy: 350, 420, 380.
     """
-    metric = spec.get("metric", "step_time")
-    min_periods = spec.get("min_periods", 5)
-    if metric in ctx.wide.columns:
-        s = ctx.series(metric, needs=min_periods + 1)
-        steps, d = s.steps, s.values
-    else:
-        w = ctx.wall_series()
-        if len(w) == 0:
-            raise Skip(f"metric {metric!r} not logged and the source has no wall times")
-        d = ctx.by_segment(w.values, w.steps, lambda x: x - _shift(x, 1))
-        ok = ~np.isnan(d)
-        steps, d = w.steps[ok], d[ok]
-        if d.size < min_periods + 1:
-            raise Skip(f"too few steps with wall times: {d.size}, needs {min_periods + 1}")
 
-    def expanding(x: np.ndarray) -> np.ndarray:  # the median of every step before
-        return pd.Series(x).shift(1).expanding(min_periods=min_periods).median().to_numpy()
+    factor: float = param("pos", required=True, doc="fires when duration >= factor x median")
+    metric: str = param("metric", "step_time", doc="the duration metric")
+    min_periods: int = param("int", 5, doc="steps before the median counts")
 
-    base = ctx.by_segment(d, steps, expanding)
-    with np.errstate(invalid="ignore"):
-        mask = ~np.isnan(base) & (d >= spec["factor"] * base) & (base > 0)
-    return Signal(
-        steps,
-        mask,
-        {"value": d, "baseline": base, "ratio": _ratio(d, base)},
-        "ratio",
-        True,
-        (metric,),
-    )
+    def signal(self, ctx: Context) -> Signal:
+        metric, min_periods = self.metric, self.min_periods
+        if metric in ctx.wide.columns:
+            s = ctx.series(metric, needs=min_periods + 1)
+            steps, d = s.steps, s.values
+        else:
+            w = ctx.wall_series()
+            if len(w) == 0:
+                raise Skip(f"metric {metric!r} not logged and the source has no wall times")
+            d = ctx.by_segment(w.values, w.steps, lambda x: x - _shift(x, 1))
+            ok = ~np.isnan(d)
+            steps, d = w.steps[ok], d[ok]
+            if d.size < min_periods + 1:
+                raise Skip(f"too few steps with wall times: {d.size}, needs {min_periods + 1}")
+
+        def expanding(x: np.ndarray) -> np.ndarray:  # the median of every step before
+            return pd.Series(x).shift(1).expanding(min_periods=min_periods).median().to_numpy()
+
+        base = ctx.by_segment(d, steps, expanding)
+        with np.errstate(invalid="ignore"):
+            mask = ~np.isnan(base) & (d >= self.factor * base) & (base > 0)
+        observed = {"value": d, "baseline": base, "ratio": _ratio(d, base)}
+        return Signal(steps, mask, observed, "ratio", True, (metric,))
 
 
-def count(ctx: Context, spec: dict[str, Any]) -> Signal:
+@kind("count", observed=("count",))
+@dataclass(frozen=True)
+class Count(Node):
     """At least `at_least` steps of the inner condition within the last `within` logged steps.
 
     Unhealthy: three grad-norm spikes in 20 steps. Healthy: one spike every few hundred steps.
     """
-    inner = evaluate(ctx, spec["of"])
-    c = np.cumsum(inner.mask.astype(float))
-    hits = c - _shift(c, spec["within"])
-    hits = np.where(np.isnan(hits), c, hits)
-    return Signal(
-        inner.steps,
-        hits >= spec["at_least"],
-        {**inner.observed, "count": hits},
-        "count",
-        True,
-        inner.metrics,
-    )
+
+    of: Node = param("cond", doc="the inner condition")  # noqa: RUF009
+    at_least: int = param("int", required=True, doc="steps of the inner condition")
+    within: int = param("int", required=True, doc="the last logged steps counted")
+
+    def signal(self, ctx: Context) -> Signal:
+        inner = evaluate(ctx, self.of)
+        c = np.cumsum(inner.mask.astype(float))
+        hits = c - _shift(c, self.within)
+        hits = np.where(np.isnan(hits), c, hits)
+        observed = {**inner.observed, "count": hits}
+        return Signal(inner.steps, hits >= self.at_least, observed, "count", True, inner.metrics)
 
 
-def _combine(ctx: Context, specs: list[dict[str, Any]], how: str) -> Signal:
+@kind("all")
+@dataclass(frozen=True)
+class All(Node):
+    """Every condition holds at the step (a sparse metric keeps its state until its next log).
+
+    Template names: each sub-condition's observed names, and `<metric>.<name>` per metric.
+    """
+
+    items: tuple[Node, ...] = param("conds", doc="the conditions")
+
+    def signal(self, ctx: Context) -> Signal:
+        return _combine(ctx, self.items, "all")
+
+
+@kind("any")
+@dataclass(frozen=True)
+class Any_(Node):
+    """At least one condition holds at the step (skipped sub-conditions are left out)."""
+
+    items: tuple[Node, ...] = param("conds", doc="the conditions")
+
+    def signal(self, ctx: Context) -> Signal:
+        return _combine(ctx, self.items, "any")
+
+
+def _combine(ctx: Context, nodes: tuple[Node, ...], how: str) -> Signal:
     signals, skipped = [], []
-    for spec in specs:
+    for node in nodes:
         try:
-            signals.append(evaluate(ctx, spec))
+            signals.append(evaluate(ctx, node))
         except Skip as exc:
             if how == "all":
                 raise
@@ -441,49 +528,28 @@ def _combine(ctx: Context, specs: list[dict[str, Any]], how: str) -> Signal:
     )
 
 
-KINDS: dict[str, Callable[[Context, Any], Signal]] = {
-    "threshold": threshold,
-    "spike": spike,
-    "relative": relative,
-    "trend": trend,
-    "nonfinite": nonfinite,
-    "stuck": stuck,
-    "stall": stall,
-    "count": count,
-    "all": lambda ctx, specs: _combine(ctx, specs, "all"),
-    "any": lambda ctx, specs: _combine(ctx, specs, "any"),
-}
+_COMPOSITE = ("all", "any", "count")
 
 
-def evaluate(ctx: Context, condition: dict[str, Any]) -> Signal:
+def evaluate(ctx: Context, node: Node) -> Signal:
     """Evaluate a condition; identical leaf conditions of several rules are computed once."""
-    ((kind, spec),) = condition.items()
-    if kind in ("all", "any", "count"):
-        return KINDS[kind](ctx, spec)
-    key = f"{kind}:{sorted(spec.items())!r}"
-    hit = ctx.memo.get(key)
+    if node.KIND in _COMPOSITE:
+        return node.signal(ctx)
+    hit = ctx.memo.get(node)
     if hit is None:
         try:
-            hit = KINDS[kind](ctx, spec)
+            hit = node.signal(ctx)
         except Skip as exc:
             hit = exc
-        ctx.memo[key] = hit
+        ctx.memo[node] = hit
     if isinstance(hit, Skip):
         raise hit
     return hit
 
 
-def metrics_of(condition: dict[str, Any]) -> list[str]:
+def metrics_of(node: Node) -> list[str]:
     """Every canonical metric a condition reads."""
-    ((kind, spec),) = condition.items()
-    if kind in ("all", "any"):
-        return [m for c in spec for m in metrics_of(c)]
-    if kind == "count":
-        return metrics_of(spec["of"])
-    out = [spec.get("metric", "step_time")]
-    if "divided_by" in spec:
-        out.append(spec["divided_by"])
-    return out
+    return node.metrics()
 
 
 def _held(mask: np.ndarray) -> np.ndarray:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from rlwatch.engine.conditions import Context, Signal, Skip, _held, evaluate
 from rlwatch.engine.rules import Rule, RuleSet
+from rlwatch.severity import Severity
 
 
 @dataclass
@@ -37,7 +38,7 @@ class Verdict:
     run: str
     code: str
     name: str
-    severity: str
+    severity: Severity
     state: str  # firing (at the last step) | resolved (fired earlier) | ok | skipped
     episodes: list[Episode] = field(default_factory=list)
     reason: str = ""  # why skipped
@@ -62,7 +63,7 @@ class Verdict:
             "run": self.run,
             "code": self.code,
             "name": self.name,
-            "severity": self.severity,
+            "severity": str(self.severity),
             "state": self.state,
             "summary": self.summary,
             "reason": self.reason,

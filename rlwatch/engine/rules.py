@@ -10,92 +10,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from rlwatch.engine import yamlpos
+from rlwatch.engine import registry, yamlpos
+from rlwatch.engine.registry import Node
 from rlwatch.errors import RuleFileError
+from rlwatch.severity import Severity
 
-SEVERITIES = ("info", "warning", "error")
+SEVERITY_NAMES = tuple(str(s) for s in Severity)
+
 CODE = re.compile(r"^[A-Z]{2}\d{2}$")
 NAME = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
 FIELD = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
 
-# parameter -> type, per kind; `req` lists required keys, `one_of` keys of which one is needed
-KINDS: dict[str, dict[str, Any]] = {
-    "threshold": {
-        "params": {
-            "metric": "metric",
-            "above": "num",
-            "below": "num",
-            "outside": "range",
-            "inside": "range",
-            "divided_by": "metric",
-        },
-        "req": ["metric"],
-        "one_of": ["above", "below", "outside", "inside"],
-        "observed": ["value", "numerator", "denominator", "deviation"],
-    },
-    "spike": {
-        "params": {
-            "metric": "metric",
-            "factor": "pos",
-            "drop": "pos",
-            "window": "int",
-            "min_periods": "int",
-            "min_delta": "num",
-        },
-        "req": ["metric"],
-        "one_of": ["factor", "drop"],
-        "observed": ["value", "baseline", "ratio", "change"],
-    },
-    "relative": {
-        "params": {
-            "metric": "metric",
-            "below_factor": "pos",
-            "above_factor": "pos",
-            "first_steps": "int",
-            "min_delta": "num",
-        },
-        "req": ["metric"],
-        "one_of": ["below_factor", "above_factor"],
-        "observed": ["value", "reference", "ratio"],
-    },
-    "trend": {
-        "params": {
-            "metric": "metric",
-            "window": "int",
-            "edge": "int",
-            "above": "num",
-            "below": "num",
-            "abs_below": "pos",
-        },
-        "req": ["metric", "window"],
-        "one_of": ["above", "below", "abs_below"],
-        "observed": ["value", "start", "end", "pct_change"],
-    },
-    "nonfinite": {
-        "params": {"metric": "metric"},
-        "req": ["metric"],
-        "one_of": [],
-        "observed": ["value", "count"],
-    },
-    "stuck": {
-        "params": {"metric": "metric", "steps": "int", "value": "num"},
-        "req": ["metric", "steps"],
-        "one_of": [],
-        "observed": ["value", "held"],
-    },
-    "stall": {
-        "params": {"factor": "pos", "metric": "metric", "min_periods": "int"},
-        "req": ["factor"],
-        "one_of": [],
-        "observed": ["value", "baseline", "ratio"],
-    },
-    "count": {
-        "params": {"of": "cond", "at_least": "int", "within": "int"},
-        "req": ["of", "at_least", "within"],
-        "one_of": [],
-        "observed": ["count"],
-    },
-}
 RULE_KEYS = {
     "code",
     "name",
@@ -122,8 +47,8 @@ class Check:
 class Rule:
     code: str
     name: str
-    severity: str
-    when: dict[str, Any]
+    severity: Severity
+    when: Node  # the typed condition (registry nodes), parsed at load time
     summary: str
     description: str = ""
     for_: int = 1
@@ -134,10 +59,6 @@ class Rule:
     group: str = ""
     file: str = ""
     line: int | None = None
-
-    @property
-    def rank(self) -> int:
-        return SEVERITIES.index(self.severity)
 
 
 @dataclass
@@ -251,11 +172,12 @@ class _Validator:
                 (*at, "name"),
                 f"bad name {name!r} (family.snake_case, e.g. stability.grad_norm_spike)",
             )
-        if sev not in SEVERITIES:
+        if not isinstance(sev, str) or sev not in SEVERITY_NAMES:
             raise self.fail(
-                (*at, "severity"), f"bad severity {sev!r} (valid: {', '.join(SEVERITIES)})"
+                (*at, "severity"), f"bad severity {sev!r} (valid: {', '.join(SEVERITY_NAMES)})"
             )
-        observed = self.condition(r["when"], (*at, "when"))
+        when = registry.parse(r["when"], (*at, "when"), self.fail, self.metric)
+        observed = when.template_names()
         n_for = self.int(r.get("for", 1), (*at, "for"), minimum=1)
         keep = self.int(r.get("keep_firing_for", 0), (*at, "keep_firing_for"), minimum=0)
         summary = r["summary"]
@@ -289,8 +211,8 @@ class _Validator:
         return Rule(
             code=code,
             name=name,
-            severity=sev,
-            when=self.normalised(r["when"]),
+            severity=Severity.parse(sev),
+            when=when,
             summary=summary,
             description=str(r.get("description", "")),
             for_=n_for,
@@ -308,14 +230,6 @@ class _Validator:
             raise self.fail(at, f"expected an integer >= {minimum}, got {v!r}")
         return v
 
-    def num(self, v: Any, at: tuple[object, ...]) -> float:
-        if isinstance(v, bool):
-            raise self.fail(at, f"expected a number, got {v!r}")
-        try:
-            return float(v)
-        except (TypeError, ValueError):
-            raise self.fail(at, f"expected a number, got {v!r}") from None
-
     def metric(self, m: Any, at: tuple[object, ...]) -> None:
         if m not in self.metrics:
             near = difflib.get_close_matches(str(m), sorted(self.metrics), n=3)
@@ -329,68 +243,6 @@ class _Validator:
                 ),
             )
 
-    def condition(self, c: Any, at: tuple[object, ...]) -> set[str]:
-        """Validate a condition; return the names a summary template may use."""
-        if not isinstance(c, dict) or len(c) != 1:
-            raise self.fail(
-                at,
-                "a condition is a mapping with exactly one kind "
-                f"(valid: {', '.join([*KINDS, 'all', 'any'])})",
-            )
-        ((kind, spec),) = c.items()
-        kat = (*at, kind)
-        if kind in ("all", "any"):
-            names: set[str] = set()
-            items = self.list(spec, kat)
-            if not items:
-                raise self.fail(kat, f"'{kind}' needs at least one condition")
-            for i, sub in enumerate(items):
-                inner = self.condition(sub, (*kat, i))
-                names |= inner
-                for m in _metrics_of(sub):
-                    names.add(m)
-            return names
-        if kind not in KINDS:
-            near = difflib.get_close_matches(kind, [*KINDS, "all", "any"], n=1)
-            raise self.fail(
-                kat,
-                f"unknown condition kind {kind!r} (valid: "
-                f"{', '.join([*KINDS, 'all', 'any'])})"
-                + (f"; did you mean {near[0]!r}?" if near else ""),
-            )
-        schema = KINDS[kind]
-        if not isinstance(spec, dict):
-            raise self.fail(kat, f"'{kind}' takes a mapping of parameters")
-        self.keys(spec, kat, set(schema["params"]), required=set(schema["req"]))
-        if schema["one_of"] and not any(k in spec for k in schema["one_of"]):
-            raise self.fail(kat, f"'{kind}' needs one of: {', '.join(schema['one_of'])}")
-        names = set(schema["observed"])
-        for key, typ in schema["params"].items():
-            if key not in spec:
-                continue
-            pat = (*kat, key)
-            val = spec[key]
-            if typ == "metric":
-                self.metric(val, pat)
-            elif typ == "int":
-                self.int(val, pat, minimum=1)
-            elif typ == "num":
-                self.num(val, pat)
-            elif typ == "pos":
-                if self.num(val, pat) <= 0:
-                    raise self.fail(pat, f"{key} must be > 0, got {val!r}")
-            elif typ == "range":
-                if not (isinstance(val, list) and len(val) == 2):
-                    raise self.fail(pat, f"{key} is [low, high], got {val!r}")
-                lo, hi = (self.num(x, (*pat, i)) for i, x in enumerate(val))
-                if lo > hi:
-                    raise self.fail(pat, f"{key}: low {lo} > high {hi}")
-            elif typ == "cond":
-                names |= self.condition(val, pat)
-        if kind == "spike" and spec.get("min_periods", 5) > spec.get("window", 20):
-            raise self.fail(kat, "min_periods must not exceed window")
-        return names
-
     def template(self, text: str, at: tuple[object, ...], names: set[str]) -> None:
         allowed = names | TEMPLATE_EXTRAS
         try:
@@ -403,28 +255,3 @@ class _Validator:
                 raise self.fail(
                     at, f"summary uses unknown field {{{f}}} (valid: {', '.join(sorted(allowed))})"
                 )
-
-    def normalised(self, c: dict[str, Any]) -> dict[str, Any]:
-        """Numbers as floats (PyYAML reads 1e-6 as a string), nested conditions too."""
-        ((kind, spec),) = c.items()
-        if kind in ("all", "any"):
-            return {kind: [self.normalised(s) for s in spec]}
-        out: dict[str, Any] = {}
-        for key, typ in KINDS[kind]["params"].items():
-            if key not in spec:
-                continue
-            val = spec[key]
-            if typ in ("num", "pos"):
-                val = float(val)
-            elif typ == "range":
-                val = [float(x) for x in val]
-            elif typ == "cond":
-                val = self.normalised(val)
-            out[key] = val
-        return {kind: out}
-
-
-def _metrics_of(c: dict[str, Any]) -> list[str]:
-    from rlwatch.engine.conditions import metrics_of
-
-    return metrics_of(c)

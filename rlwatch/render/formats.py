@@ -6,7 +6,7 @@ import json
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-ORDER = {"error": 0, "warning": 1, "info": 2}
+from rlwatch.severity import Severity
 
 
 def render_json(report: dict[str, Any]) -> str:
@@ -14,7 +14,9 @@ def render_json(report: dict[str, Any]) -> str:
 
 
 def _failing(report: dict[str, Any], v: dict[str, Any]) -> bool:
-    return bool(v["episodes"]) and ORDER[v["severity"]] <= ORDER[report["fail_on"]]
+    return bool(v["episodes"]) and Severity.parse(v["severity"]) >= Severity.parse(
+        report["fail_on"]
+    )
 
 
 def render_junit(report: dict[str, Any]) -> str:
@@ -104,7 +106,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         ]
         fired = sorted(
             (v for v in report["verdicts"] if v["run"] == run["name"] and v["episodes"]),
-            key=lambda v: ORDER[v["severity"]],
+            key=lambda v: -Severity.parse(v["severity"]),
         )
         if fired:
             out += ["| | rule | steps | summary |", "|---|---|---|---|"]

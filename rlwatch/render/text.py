@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlwatch.severity import Severity
+
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-ORDER = {"error": 0, "warning": 1, "info": 2}
 BARS = "▁▂▃▄▅▆▇█"
 
 
@@ -44,7 +45,7 @@ def report_renderable(report: dict[str, Any], *, verbose: bool = False) -> Any:
         mine = [v for v in report["verdicts"] if v["run"] == name]
         fired = sorted(
             (v for v in mine if v["episodes"]),
-            key=lambda v: (ORDER[v["severity"]], v["episodes"][0]["first_step"]),
+            key=lambda v: (-Severity.parse(v["severity"]), v["episodes"][0]["first_step"]),
         )
         skipped = [v for v in mine if v["state"] == "skipped"]
         ok = len(mine) - len(fired) - len(skipped)
@@ -68,7 +69,7 @@ def report_renderable(report: dict[str, Any], *, verbose: bool = False) -> Any:
     failing = [
         v
         for v in report["verdicts"]
-        if v["episodes"] and ORDER[v["severity"]] <= ORDER[report["fail_on"]]
+        if v["episodes"] and Severity.parse(v["severity"]) >= Severity.parse(report["fail_on"])
     ]
     style = "bold red" if failing else "bold green"
     parts.append(
