@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlwatch.engine.conditions import Context, metrics_of
+from rlwatch.engine.conditions import Context, build_context, metrics_of
 from rlwatch.engine.evaluate import Verdict, evaluate_rule
 from rlwatch.engine.rules import RuleSet
 from rlwatch.errors import RlwatchError
@@ -246,20 +246,13 @@ class Watch:
     def _context(self, state: RunState) -> Context:
         """The recent window; early levels come from the run's first steps (`early`)."""
         early, wide = state.window(HEAD, WINDOW)
-        first = wide.index[0] if len(wide) else 0
-        starts = sorted({r.step for r in state.info.restarts if r.step > first})
-        nonfinite = {
-            m: pd.Index(sorted(s for s in steps if s >= first))
-            for m, steps in state.nonfinite.items()
-        }
-        return Context(
+        return build_context(
             wide,
-            {m: i for m, i in nonfinite.items() if len(i)},
-            lambda: pd.Series(dtype=float),
-            starts,
-            state.info.decimals,
-            dict(state.info.metrics),
-            early,
+            state.nonfinite,
+            restarts=(r.step for r in state.info.restarts),
+            decimals=state.info.decimals,
+            tags=state.info.metrics,
+            early=early,
         )
 
     # -- views --------------------------------------------------------------------------

@@ -11,11 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from rlwatch import __version__
-from rlwatch.engine.evaluate import Verdict, evaluate_frame
+from rlwatch.engine.evaluate import Verdict, context, evaluate_run, needed_metrics
 from rlwatch.engine.rules import RuleSet
 from rlwatch.severity import Severity
 
@@ -177,14 +176,19 @@ class Report:
 
 
 def build(frame: Any, rules: RuleSet, *, fail_on: str = "error") -> Report:
-    """Evaluate `rules` on every run of `frame` and assemble the report."""
+    """Evaluate `rules` on every run of `frame` and assemble the report (one pivot per run)."""
     from rlwatch.render.summary import summarise
 
-    verdicts = evaluate_frame(frame, rules)
+    needed = sorted(
+        set(needed_metrics(rules))
+        | {m for sym in SYMPTOMS for m, *_ in sym["checks"]}
+        | {"seqlen_mean", "gen_time"}
+    )
+    verdicts: list[Verdict] = []
     symptoms = {}
-    needed = [m for sym in SYMPTOMS for m, *_ in sym["checks"]] + ["seqlen_mean", "gen_time"]
-    for run in frame.runs:
-        fired = {v.code for v in verdicts if v.run == run and v.fired}
-        wide = frame.wide(run, needed)
-        symptoms[run] = symptom_table(wide.where(np.isfinite(wide)), fired)
+    for run, info in frame.runs.items():
+        ctx = context(frame, run, needed)
+        mine = evaluate_run(ctx, rules, run, info.framework)
+        verdicts += mine
+        symptoms[run] = symptom_table(ctx.wide, {v.code for v in mine if v.fired})
     return Report(summarise(frame)["runs"], verdicts, symptoms, fail_on, len(rules.rules))

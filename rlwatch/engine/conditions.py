@@ -9,7 +9,7 @@ reach across a restart boundary; warm-up (`min_periods`) never fires. NaN/inf va
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +99,53 @@ class Context:
         if len(parts) == 1:
             return fn(values)
         return np.concatenate([fn(values[p]) for p in parts])
+
+
+def build_context(
+    wide: pd.DataFrame,
+    nonfinite: Mapping[str, Iterable[int]] | None = None,
+    *,
+    restarts: Iterable[int] = (),
+    decimals: int | None = None,
+    tags: Mapping[str, str] | None = None,
+    wall: Callable[[], pd.Series] | None = None,
+    early: pd.DataFrame | None = None,
+) -> Context:
+    """The one way to make an evaluation Context: diagnose, tail and the rule-test runner.
+
+    `wide`: step x canonical metric (int64 step index, ascending), NaN where nothing was logged;
+    +-inf cells may be left in (they are masked here and counted as non-finite). `nonfinite`:
+    metric -> steps logged as NaN or +-inf (a logged NaN cannot be told from "not logged" in
+    `wide`, so name it here). `restarts`: steps where a new segment begins. `wall`: step -> wall
+    time, computed when a rule needs it. `early`: the run's first steps when `wide` is a recent
+    window (live following; `relative` conditions take their early level from it). Non-finite
+    steps and restarts before the first step of `wide` are dropped (they are outside the view).
+    """
+    first = int(wide.index[0]) if len(wide) else None
+    bad: dict[str, set[int]] = {m: set(map(int, s)) for m, s in (nonfinite or {}).items()}
+    if len(wide.columns):
+        values = wide.to_numpy(dtype=np.float64)
+        inf = np.isinf(values)
+        if inf.any():
+            steps = wide.index.to_numpy(dtype=np.int64)
+            for j in np.flatnonzero(inf.any(axis=0)):
+                bad.setdefault(str(wide.columns[j]), set()).update(steps[inf[:, j]].tolist())
+            wide = wide.where(~inf)
+    if first is not None:
+        bad = {m: {s for s in v if s >= first} for m, v in bad.items()}
+    return Context(
+        wide,
+        {m: pd.Index(sorted(v), dtype="int64") for m, v in bad.items() if v},
+        wall if wall is not None else _no_wall,
+        sorted({int(r) for r in restarts if first is None or r > first}),
+        decimals,
+        dict(tags or {}),
+        early,
+    )
+
+
+def _no_wall() -> pd.Series:
+    return pd.Series(dtype=float)
 
 
 @dataclass

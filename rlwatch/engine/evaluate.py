@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlwatch.engine.conditions import Context, Signal, Skip, _held, evaluate
+from rlwatch.engine.conditions import Context, Signal, Skip, _held, build_context, evaluate
 from rlwatch.engine.rules import Rule, RuleSet
 from rlwatch.severity import Severity
 
@@ -83,19 +83,21 @@ def _num(v: float) -> float | str | None:
 
 
 def context(frame: Any, run: str, metrics: list[str] | None = None) -> Context:
-    """The evaluation context of one run of a RunFrame (only `metrics`, when given)."""
+    """The evaluation context of one run of a RunFrame (only `metrics`, when given).
+
+    This is the run's one pivot: the report's symptom table reads the same `ctx.wide`.
+    """
     d = frame.run_data(run)
     if metrics is not None:
         d = d[d["metric"].isin(metrics)]
     wide = frame.wide(run, metrics) if metrics is None or len(d) else frame.wide(run, [])
-    finite = wide.where(np.isfinite(wide))
     values = d["value"].to_numpy()
     bad = ~np.isfinite(values)
-    nonfinite: dict[str, pd.Index] = {}
+    nonfinite: dict[str, np.ndarray] = {}
     if bad.any():
         sub = d[bad]
         for metric, steps in sub.groupby("metric", observed=True)["step"]:
-            nonfinite[str(metric)] = pd.Index(np.unique(steps.to_numpy()))
+            nonfinite[str(metric)] = steps.to_numpy()
     info = frame.runs[run]
 
     def wall() -> pd.Series:
@@ -104,13 +106,13 @@ def context(frame: Any, run: str, metrics: list[str] | None = None) -> Context:
             return pd.Series(dtype=float)
         return w.groupby("step")["wall_time"].max().dropna()
 
-    return Context(
-        finite,
+    return build_context(
+        wide,
         nonfinite,
-        wall,
-        frame.segment_starts(run),
-        getattr(info, "decimals", None),
-        dict(info.metrics),
+        restarts=frame.segment_starts(run),
+        decimals=getattr(info, "decimals", None),
+        tags=info.metrics,
+        wall=wall,
     )
 
 
@@ -228,29 +230,38 @@ def _checks(ctx: Context, rule: Rule, episode: Episode) -> list[dict[str, Any]]:
     return out
 
 
-def evaluate_frame(frame: Any, rules: RuleSet) -> list[Verdict]:
-    """Every rule on every run of a RunFrame (rules limited by applies_to are skipped)."""
-    from rlwatch.engine.conditions import metrics_of
-
-    needed = sorted(
-        {m for r in rules.rules for m in metrics_of(r.when)}
+def needed_metrics(rules: RuleSet) -> list[str]:
+    """The canonical metrics the rules read (conditions and checks)."""
+    return sorted(
+        {m for r in rules.rules for m in r.when.metrics()}
         | {c.metric for r in rules.rules for c in r.checks}
     )
+
+
+def evaluate_run(ctx: Context, rules: RuleSet, run: str, framework: str | None) -> list[Verdict]:
+    """Every rule on one run's context (rules limited by applies_to are skipped)."""
+    verdicts = []
+    for rule in rules.rules:
+        if rule.frameworks and framework not in rule.frameworks:
+            verdicts.append(
+                Verdict(
+                    run,
+                    rule.code,
+                    rule.name,
+                    rule.severity,
+                    "skipped",
+                    reason=f"applies to {', '.join(rule.frameworks)} only",
+                )
+            )
+            continue
+        verdicts.append(evaluate_rule(ctx, rule, run)[0])
+    return verdicts
+
+
+def evaluate_frame(frame: Any, rules: RuleSet) -> list[Verdict]:
+    """Every rule on every run of a RunFrame (rules limited by applies_to are skipped)."""
+    needed = needed_metrics(rules)
     verdicts = []
     for run, info in frame.runs.items():
-        ctx = context(frame, run, needed)
-        for rule in rules.rules:
-            if rule.frameworks and info.framework not in rule.frameworks:
-                verdicts.append(
-                    Verdict(
-                        run,
-                        rule.code,
-                        rule.name,
-                        rule.severity,
-                        "skipped",
-                        reason=f"applies to {', '.join(rule.frameworks)} only",
-                    )
-                )
-                continue
-            verdicts.append(evaluate_rule(ctx, rule, run)[0])
+        verdicts += evaluate_run(context(frame, run, needed), rules, run, info.framework)
     return verdicts

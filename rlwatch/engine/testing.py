@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from rlwatch.engine import yamlpos
-from rlwatch.engine.conditions import Context
+from rlwatch.engine.conditions import Context, build_context
 from rlwatch.engine.evaluate import evaluate_rule
 from rlwatch.engine.rules import RuleSet, builtin_files, load_rules, rules_dir
 from rlwatch.errors import RuleFileError
@@ -80,25 +80,21 @@ class Case:
     def context(self) -> Context:
         start, stride = int(self.spec.get("start", 0)), int(self.spec.get("stride", 1))
         columns: dict[str, pd.Series] = {}
-        nonfinite: dict[str, pd.Index] = {}
+        nonfinite: dict[str, np.ndarray] = {}
         for metric, text in self.spec["series"].items():
             values = parse_series(text)
             steps = start + stride * np.arange(len(values))
             s = pd.Series([np.nan if v is None else v for v in values], index=steps, dtype=float)
             logged = np.array([v is not None for v in values])
-            bad = logged & ~np.isfinite(s.to_numpy())
-            if bad.any():
-                nonfinite[metric] = pd.Index(steps[bad])
-            columns[metric] = s.where(np.isfinite(s))
+            nonfinite[metric] = steps[logged & ~np.isfinite(s.to_numpy())]
+            columns[metric] = s
         wide = pd.DataFrame(columns)
         wide.index.name = "step"
-        return Context(
+        return build_context(
             wide,
             nonfinite,
-            lambda: pd.Series(dtype=float),
-            sorted(int(x) for x in self.spec.get("restarts", [])),
-            self.spec.get("decimals"),
-            {},
+            restarts=(int(x) for x in self.spec.get("restarts", [])),
+            decimals=self.spec.get("decimals"),
         )
 
     def run(self) -> list[str]:
