@@ -29,7 +29,9 @@ TARGETS_HELP = (
     "holds events.out.tfevents.* files is a run) or event file; or a log file "
     "(verl console or JSONL, trainer_state.json, TRL console capture, JSONL with "
     "a step field; sniffed), or a directory of such logs; a W&B run folder or "
-    ".wandb file; mlflow:<run_id> or mlflow:<experiment>/<run name>."
+    ".wandb file; a trackio project (its .db file, trackio:<project> or "
+    "trackio:<project>/<run>); a SwanLab run folder (run-*.swanlab) or a folder of them; "
+    "mlflow:<run_id> or mlflow:<experiment>/<run name>."
 )
 TRACKING_URI_HELP = (
     "MLflow tracking URI for mlflow: targets (http(s)://host:port, "

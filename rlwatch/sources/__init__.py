@@ -15,7 +15,8 @@ ACCEPTED = (
     "log file (verl console or JSONL, trainer_state.json, TRL console capture, JSONL "
     "with a step field), mlflow:<run_id>, mlflow:<experiment>/<run name>, a bare "
     "MLflow run id with MLFLOW_TRACKING_URI set, wandb:<entity>/<project>/<run_id> or "
-    "a W&B run URL"
+    "a W&B run URL, a trackio project (.db file, trackio:<project>[/<run>]), a SwanLab "
+    "run folder or run-*.swanlab file"
 )
 
 
@@ -34,8 +35,11 @@ def resolve(
             raise UsageError("mlflow: needs a run: mlflow:<run_id> or mlflow:<experiment>/<run>")
         uri = mlflow_source.tracking_uri(tracking_uri)
         return lambda: mlflow_source.load(ref, uri)
-    from rlwatch.sources import wandb_api
+    from rlwatch.sources import swanlab, trackio, wandb_api
 
+    tr = trackio.parse(target)
+    if tr is not None:
+        return lambda: trackio.load(*tr)
     wandb_path = wandb_api.parse(target)
     if wandb_path is not None:
         return lambda: wandb_api.load(wandb_path)
@@ -54,11 +58,17 @@ def resolve(
             return lambda: tensorboard.load(path)
         if next(path.rglob("*.wandb"), None) is not None:
             return lambda: wandb_local.load(path)
+        if swanlab.find_runs(path):
+            return lambda: swanlab.load(path)
         return lambda: logs.load_dir(path, log_format)
     if tensorboard.is_event_file(path) and log_format is None:
         return lambda: tensorboard.load(path)
     if path.suffix == ".wandb":
         return lambda: wandb_local.load(path)
+    if swanlab.is_record_file(path):
+        return lambda: swanlab.load(path)
+    if trackio.is_store(path):
+        return lambda: trackio.load(path)
     return lambda: logs.load_file(path, log_format)
 
 
