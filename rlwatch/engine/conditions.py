@@ -215,7 +215,15 @@ class Threshold(Node):
     """The value (or value / `divided_by`) is above, below, outside or inside fixed bounds.
 
     Unhealthy: `rollout_kl: 9.97` with `above: 1.0`. Healthy: `rollout_kl: 0.001`.
+
+    >>> state("threshold: {metric: rollout_kl, above: 1.0}", rollout_kl="0.001 9.97")
+    'firing'
+    >>> state("threshold: {metric: rollout_kl, above: 1.0}", rollout_kl="0.001 0.001")
+    'ok'
     """
+
+    def lookback(self) -> int | None:
+        return 0
 
     metric: str = param("metric", doc="the metric compared")
     above: float | None = param("num", doc="fires when value > above")
@@ -265,6 +273,11 @@ class Spike(Node):
     `factor: k` fires when value >= k x baseline (baseline = rolling median, current step
     excluded); `drop: d` fires when the value falls by d x |baseline| or more. `min_delta` is the
     smallest absolute change that counts. Unhealthy: grad_norm `1x20 25`. Healthy: `1x20 1.5`.
+
+    >>> state("spike: {metric: grad_norm, factor: 10}", grad_norm="1x20 25")
+    'firing'
+    >>> state("spike: {metric: grad_norm, factor: 10}", grad_norm="1x20 1.5")
+    'ok'
     """
 
     metric: str = param("metric", doc="the metric watched")
@@ -278,6 +291,9 @@ class Spike(Node):
         if self.min_periods > self.window:
             return "", "min_periods must not exceed window"
         return None
+
+    def lookback(self) -> int | None:
+        return self.window
 
     def signal(self, ctx: Context) -> Signal:
         metric, window, min_periods = self.metric, self.window, self.min_periods
@@ -308,6 +324,11 @@ class Relative(Node):
     """The value against the run's own early level (median of its first `first_steps` values).
 
     Unhealthy (`below_factor: 0.1`): entropy 0.35 early, 0.012 now. Healthy: 0.35 -> 0.06.
+
+    >>> state("relative: {metric: entropy, below_factor: 0.1}", entropy="0.35x10 0.012")
+    'firing'
+    >>> state("relative: {metric: entropy, below_factor: 0.1}", entropy="0.35x10 0.06")
+    'ok'
     """
 
     metric: str = param("metric", doc="the metric watched")
@@ -315,6 +336,12 @@ class Relative(Node):
     above_factor: float | None = param("pos", doc="fires when value > above_factor x early")
     first_steps: int = param("int", 10, doc="logged steps that make the early level")
     min_delta: float | None = param("num", doc="smallest |value - early| that counts")
+
+    def lookback(self) -> int | None:
+        return 0
+
+    def head(self) -> int:
+        return self.first_steps
 
     def signal(self, ctx: Context) -> Signal:
         metric, first = self.metric, self.first_steps
@@ -356,6 +383,13 @@ class Trend(Node):
     of the first and of the last `edge` values of the window (default a tenth, at least 3).
 
     Unhealthy (`below: -0.4`): length 500 -> 100 over 30 steps. Healthy: 500 -> 480.
+
+    >>> state("trend: {metric: response_length_mean, window: 30, below: -0.4}",
+    ...       response_length_mean="500-13.8x29")
+    'firing'
+    >>> state("trend: {metric: response_length_mean, window: 30, below: -0.4}",
+    ...       response_length_mean="500-0.7x29")
+    'ok'
     """
 
     metric: str = param("metric", doc="the metric watched")
@@ -364,6 +398,9 @@ class Trend(Node):
     above: float | None = param("num", doc="fires when the relative change > above")
     below: float | None = param("num", doc="fires when the relative change < below")
     abs_below: float | None = param("pos", doc="fires when |relative change| < abs_below")
+
+    def lookback(self) -> int | None:
+        return self.window
 
     def signal(self, ctx: Context) -> Signal:
         metric, window = self.metric, self.window
@@ -387,9 +424,18 @@ class Trend(Node):
 @kind("nonfinite", observed=("value", "count"))
 @dataclass(frozen=True)
 class Nonfinite(Node):
-    """The metric was logged as NaN or +-inf. Unhealthy: `grad_norm: 1 1 nan`."""
+    """The metric was logged as NaN or +-inf. Unhealthy: `grad_norm: 1 1 nan`.
+
+    >>> state("nonfinite: {metric: grad_norm}", grad_norm="1 1 nan")
+    'firing'
+    >>> state("nonfinite: {metric: grad_norm}", grad_norm="1 1 1")
+    'ok'
+    """
 
     metric: str = param("metric", doc="the metric watched")
+
+    def lookback(self) -> int | None:
+        return 0
 
     def signal(self, ctx: Context) -> Signal:
         metric = self.metric
@@ -417,11 +463,19 @@ class Stuck(Node):
 
     Values printed rounded (verl <= 0.4 console logs: 3 decimals) make a tiny KL print 0.000:
     there, a zero means "below resolution" and does not count as stuck.
+
+    >>> state("stuck: {metric: kl_ref, steps: 5}", kl_ref="0.01x5")
+    'firing'
+    >>> state("stuck: {metric: kl_ref, steps: 5}", kl_ref="0.01+0.001x5")
+    'ok'
     """
 
     metric: str = param("metric", doc="the metric watched")
     steps: int = param("int", required=True, doc="logged steps in a row")
     value: float | None = param("num", doc="the exact value held (default: any constant)")
+
+    def lookback(self) -> int | None:
+        return self.steps
 
     def signal(self, ctx: Context) -> Signal:
         metric, n = self.metric, self.steps
@@ -446,7 +500,15 @@ class Stall(Node):
 
     Duration: the `metric` (default step_time) where logged, else the wall-time gap between
     consecutive steps. Unhealthy: 350 s steps, then one of 22,544 s. Healthy: 350, 420, 380.
+
+    >>> state("stall: {factor: 10}", step_time="350x5 22544")
+    'firing'
+    >>> state("stall: {factor: 10}", step_time="350x5 420")
+    'ok'
     """
+
+    def lookback(self) -> int | None:
+        return None  # the median of every step before
 
     factor: float = param("pos", required=True, doc="fires when duration >= factor x median")
     metric: str = param("metric", "step_time", doc="the duration metric")
@@ -483,7 +545,17 @@ class Count(Node):
     """At least `at_least` steps of the inner condition within the last `within` logged steps.
 
     Unhealthy: three grad-norm spikes in 20 steps. Healthy: one spike every few hundred steps.
+
+    >>> when = "count: {of: {threshold: {metric: grad_norm, above: 10}}, at_least: 3, within: 20}"
+    >>> state(when, grad_norm="1 25 1 25 1 25")
+    'firing'
+    >>> state(when, grad_norm="1 25 1x20")
+    'ok'
     """
+
+    def lookback(self) -> int | None:
+        inner = self.of.lookback()
+        return None if inner is None else inner + self.within
 
     of: Node = param("cond", doc="the inner condition")  # noqa: RUF009
     at_least: int = param("int", required=True, doc="steps of the inner condition")
@@ -504,6 +576,13 @@ class All(Node):
     """Every condition holds at the step (a sparse metric keeps its state until its next log).
 
     Template names: each sub-condition's observed names, and `<metric>.<name>` per metric.
+
+    >>> when = ("all: [{threshold: {metric: kl_ref, above: 0.1}}, "
+    ...         "{threshold: {metric: entropy, below: 0.1}}]")
+    >>> state(when, kl_ref="0.01 0.5", entropy="0.5 0.05")
+    'firing'
+    >>> state(when, kl_ref="0.01 0.5", entropy="0.5 0.5")
+    'ok'
     """
 
     items: tuple[Node, ...] = param("conds", doc="the conditions")
@@ -515,7 +594,15 @@ class All(Node):
 @kind("any")
 @dataclass(frozen=True)
 class Any_(Node):
-    """At least one condition holds at the step (skipped sub-conditions are left out)."""
+    """At least one condition holds at the step (skipped sub-conditions are left out).
+
+    >>> when = ("any: [{threshold: {metric: kl_ref, above: 0.1}}, "
+    ...         "{threshold: {metric: entropy, below: 0.1}}]")
+    >>> state(when, kl_ref="0.01 0.5", entropy="0.5 0.5")
+    'firing'
+    >>> state(when, kl_ref="0.01 0.01", entropy="0.5 0.5")
+    'ok'
+    """
 
     items: tuple[Node, ...] = param("conds", doc="the conditions")
 

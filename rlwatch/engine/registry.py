@@ -96,6 +96,20 @@ class Node:
         """A cross-parameter problem as (parameter, message), or None."""
         return None
 
+    def lookback(self) -> int | None:
+        """Logged values before the current step the condition reads (None: the whole history).
+
+        Composite kinds combine their children's; a leaf kind overrides this when it looks back.
+        """
+        inner = [c.lookback() for c in self.children()]
+        if any(n is None for n in inner):
+            return None
+        return max(inner, default=0)
+
+    def head(self) -> int:
+        """Logged values from the run's start the condition reads (its early level), or 0."""
+        return max((c.head() for c in self.children()), default=0)
+
     def children(self) -> Iterator[Node]:
         for p in self.PARAMS:
             v = getattr(self, p.name)

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlwatch.engine import yamlpos
-from rlwatch.engine.conditions import Context, build_context
+from rlwatch.engine import registry, yamlpos
+from rlwatch.engine.conditions import Context, Skip, build_context, evaluate
 from rlwatch.engine.evaluate import evaluate_rule
 from rlwatch.engine.rules import RuleSet, builtin_files, load_rules, rules_dir
 from rlwatch.errors import RuleFileError
@@ -65,6 +65,45 @@ def parse_series(text: str) -> list[float | None]:
     return out
 
 
+def series_context(
+    series: dict[str, str],
+    *,
+    start: int = 0,
+    stride: int = 1,
+    restarts: list[int] | None = None,
+    decimals: int | None = None,
+) -> Context:
+    """The evaluation context of series in the compact notation (step = start + stride * i)."""
+    columns: dict[str, pd.Series] = {}
+    nonfinite: dict[str, np.ndarray] = {}
+    for metric, text in series.items():
+        values = parse_series(text)
+        steps = start + stride * np.arange(len(values))
+        s = pd.Series([np.nan if v is None else v for v in values], index=steps, dtype=float)
+        logged = np.array([v is not None for v in values])
+        nonfinite[metric] = steps[logged & ~np.isfinite(s.to_numpy())]
+        columns[metric] = s
+    wide = pd.DataFrame(columns)
+    wide.index.name = "step"
+    return build_context(wide, nonfinite, restarts=restarts or (), decimals=decimals)
+
+
+def state(when: str | dict[str, Any], **series: str) -> str:
+    """A condition's state at the last step of `series` (compact notation): firing, ok or
+    skipped. `when` is a condition as written in a rule file (YAML text or a mapping); the
+    docstring examples of every condition kind use this.
+    """
+    import yaml
+
+    spec = yaml.safe_load(when) if isinstance(when, str) else when
+    node = registry.parse(spec)
+    try:
+        sig = evaluate(series_context(series), node)
+    except Skip:
+        return "skipped"
+    return "firing" if sig.mask.size and bool(sig.mask[-1]) else "ok"
+
+
 @dataclass
 class Case:
     file: str
@@ -78,22 +117,11 @@ class Case:
         return f"{Path(self.file).name}::{self.name}"
 
     def context(self) -> Context:
-        start, stride = int(self.spec.get("start", 0)), int(self.spec.get("stride", 1))
-        columns: dict[str, pd.Series] = {}
-        nonfinite: dict[str, np.ndarray] = {}
-        for metric, text in self.spec["series"].items():
-            values = parse_series(text)
-            steps = start + stride * np.arange(len(values))
-            s = pd.Series([np.nan if v is None else v for v in values], index=steps, dtype=float)
-            logged = np.array([v is not None for v in values])
-            nonfinite[metric] = steps[logged & ~np.isfinite(s.to_numpy())]
-            columns[metric] = s
-        wide = pd.DataFrame(columns)
-        wide.index.name = "step"
-        return build_context(
-            wide,
-            nonfinite,
-            restarts=(int(x) for x in self.spec.get("restarts", [])),
+        return series_context(
+            self.spec["series"],
+            start=int(self.spec.get("start", 0)),
+            stride=int(self.spec.get("stride", 1)),
+            restarts=[int(x) for x in self.spec.get("restarts", [])],
             decimals=self.spec.get("decimals"),
         )
 
@@ -220,4 +248,13 @@ def coverage(cases: list[Case]) -> dict[str, set[str]]:
     return out
 
 
-__all__ = ["Case", "builtin_files", "builtin_test_files", "coverage", "load_cases", "parse_series"]
+__all__ = [
+    "Case",
+    "builtin_files",
+    "builtin_test_files",
+    "coverage",
+    "load_cases",
+    "parse_series",
+    "series_context",
+    "state",
+]

@@ -1,0 +1,126 @@
+"""The condition-kind registry: one declaration per kind, read by the validator, the evaluator,
+`rules explain` and this docstring test (every kind's examples run, and must fire / stay quiet)."""
+
+from __future__ import annotations
+
+import doctest
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rlwatch.cli.app import app
+from rlwatch.engine import registry
+from rlwatch.engine.rules import load_file, load_rules
+from rlwatch.engine.testing import state
+from rlwatch.errors import RuleFileError
+
+KINDS = registry.kinds()
+
+
+def test_the_shipped_kinds_are_registered() -> None:
+    assert set(KINDS) >= {
+        "threshold",
+        "spike",
+        "relative",
+        "trend",
+        "nonfinite",
+        "stuck",
+        "stall",
+        "count",
+        "all",
+        "any",
+    }
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_docstring_examples_of_every_kind_run_and_show_a_firing_and_a_quiet_case(
+    name: str,
+) -> None:
+    cls = registry.REGISTRY[name]
+    tests = doctest.DocTestFinder().find(cls, name, globs={"state": state})
+    examples = [e for t in tests for e in t.examples]
+    wants = {e.want.strip() for e in examples}
+    assert {"'firing'", "'ok'"} <= wants, f"{name}: needs a firing and an ok example"
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    for t in tests:
+        runner.run(t)
+    assert runner.failures == 0 and runner.tries == len(examples)
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_every_parameter_is_declared_with_a_type_and_a_meaning(name: str) -> None:
+    kind = registry.describe(name)
+    assert kind["doc"], name
+    for p in kind["params"]:
+        assert p["type"] in registry.TYPES and p["doc"], (name, p["name"])
+    assert registry.REGISTRY[name].signal is not registry.Node.signal
+
+
+def test_the_evaluator_memoises_identical_leaf_nodes() -> None:
+    spec = {"spike": {"metric": "grad_norm", "factor": 10, "window": 20}}
+    a, b = registry.parse(spec), registry.parse({"spike": {"metric": "grad_norm", "factor": 10.0}})
+    assert a == b and hash(a) == hash(b)  # the default window is the declared one
+    assert a.window == 20 and a.min_periods == 5
+
+
+def test_a_node_round_trips_through_plain_data() -> None:
+    for rule in load_rules().rules:
+        assert registry.parse(rule.when.to_spec()) == rule.when
+        assert registry.parse(rule.when.to_spec(defaults=True)) == rule.when
+
+
+def test_lookback_and_head_are_declared_per_kind() -> None:
+    p = registry.parse
+    assert p({"threshold": {"metric": "kl_ref", "above": 1}}).lookback() == 0
+    assert p({"spike": {"metric": "grad_norm", "factor": 3, "window": 7}}).lookback() == 7
+    assert p({"stall": {"factor": 3}}).lookback() is None
+    c = p({"count": {"of": {"stuck": {"metric": "lr", "steps": 4}}, "at_least": 2, "within": 9}})
+    assert c.lookback() == 13
+    r = p({"relative": {"metric": "entropy", "below_factor": 0.1, "first_steps": 12}})
+    assert r.lookback() == 0 and r.head() == 12
+    assert p({"any": [r.to_spec(), c.to_spec()]}).head() == 12
+
+
+RULE = """\
+version: 1
+groups:
+  - name: g
+    rules:
+      - code: XX01
+        name: custom.rule
+        severity: warning
+        when:
+          {when}
+        summary: "seen {{value}}"
+"""
+
+
+@pytest.mark.parametrize(
+    ("when", "message"),
+    [
+        ("spike: {metric: grad_norm, factor: 10, window: 1000000000000}", "window must be"),
+        ("spike: {metric: grad_norm, factor: 10, window: 4, min_periods: 5}", "min_periods"),
+        ("spike: {metric: grad_norm, factor: -1}", "factor must be > 0"),
+        ("spike: {metric: [grad_norm], factor: 2}", "metric is a metric name, got list"),
+        ("stuck: {metric: lr, steps: 0}", "expected an integer >= 1"),
+        ("trend: {metric: lr, below: -0.1}", "missing required key 'window'"),
+        ("threshold: {metric: lr}", "'threshold' needs one of: above, below, outside, inside"),
+        ("threshold: {metric: lr, outside: [2, 1]}", "outside: low 2.0 > high 1.0"),
+        ("all: []", "'all' needs at least one condition"),
+        ("count: {of: {spik: {metric: lr}}, at_least: 1, within: 2}", "did you mean 'spike'"),
+    ],
+)
+def test_the_validator_reads_the_declaration(tmp_path: Path, when: str, message: str) -> None:
+    f = tmp_path / "r.yaml"
+    f.write_text(RULE.format(when=when))
+    with pytest.raises(RuleFileError) as exc:
+        load_file(f)
+    assert str(exc.value).startswith(f"{f}:9:") and message in str(exc.value), str(exc.value)
+
+
+def test_rules_explain_shows_each_kind_with_its_declared_defaults() -> None:
+    r = CliRunner().invoke(app, ["rules", "explain", "ST01"])
+    assert r.exit_code == 0, r.output
+    assert "spike: The value jumps against a robust rolling baseline" in r.output
+    assert "window (int, default 20, 1..100000): logged steps in the rolling baseline" in r.output
