@@ -6,7 +6,8 @@
 Starts a real `mlflow server` (sqlite backend, 127.0.0.1, a free port), logs the run with the
 real client, then in one run times (a) rlwatch over the server's REST API, (b) the baseline
 `MlflowClient.get_metric_history` per key against the same server, and (c)/(d) the same two on
-the sqlite store without a server. Target (issue #5): >= 10x faster than the baseline.
+the sqlite store without a server. Targets (issue #15): >= 3x the client over HTTP (one
+`get-history-bulk-interval` request per key, 8 in flight), >= 20x on the sqlite store.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def main() -> None:
     print(f"run: {args.keys} keys x {args.steps:,} steps = {total:,} points")
     print(f"{'method':<52}{'seconds':>9}{'points':>10}")
     for label, (sec, n) in [
-        ("rlwatch, http server (REST, 8 keys at a time)", rl_rest),
+        ("rlwatch, http server (bulk-interval, 8 at a time)", rl_rest),
         ("MlflowClient.get_metric_history per key, http", base_rest),
         ("rlwatch, sqlite store (SQL)", rl_sql),
         ("MlflowClient.get_metric_history per key, sqlite", base_sql),
@@ -106,9 +107,11 @@ def main() -> None:
         print(f"{label:<52}{sec:>9.2f}{n:>10,}")
     print(
         f"\nspeed-up over the client, http server: {base_rest[0] / rl_rest[0]:5.1f}x "
-        "(target >= 10x)"
+        "(target >= 3x)"
     )
-    print(f"speed-up over the client, sqlite store: {base_sql[0] / rl_sql[0]:5.1f}x")
+    print(
+        f"speed-up over the client, sqlite store: {base_sql[0] / rl_sql[0]:5.1f}x (target >= 20x)"
+    )
 
 
 if __name__ == "__main__":

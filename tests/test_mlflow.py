@@ -130,7 +130,8 @@ def test_diagnose_gates_on_an_mlflow_run(server: str) -> None:
 
 def test_a_long_history_is_paged_completely(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
     rid = log_run(server, "paging", "long", steps=130)
-    monkeypatch.setattr(mlflow_source, "PAGE", 50)  # force several pages per key
+    monkeypatch.setattr(mlflow_source, "BULK", 50)  # a full bulk answer may be sampled ...
+    monkeypatch.setattr(mlflow_source, "PAGE", 50)  # ... so the key is read in several pages
     frame = load([f"mlflow:{rid}"], tracking_uri=server)
     assert len(frame.data) == 130 * 5
     assert frame.steps("long") == (130, 0, 129)
@@ -201,3 +202,33 @@ def test_uri_redaction() -> None:
     assert mlflow_source.redact("https://u:p@host:5000/x") == "https://***@host:5000/x"
     assert mlflow_source.redact("sqlite:///tmp/a.db") == "sqlite:///tmp/a.db"
     os.environ.pop("RLWATCH_UNUSED", None)
+
+
+def test_rest_reads_equal_the_mlflow_client(server: str) -> None:
+    """The bulk-interval path returns every logged value, as MlflowClient.get_metric_history
+    does: NaN/inf, a step logged twice, and the steps after `since` for a live poll."""
+    import math
+
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric
+
+    client = MlflowClient(server)
+    eid = client.create_experiment("parity-rest")
+    rid = client.create_run(eid, run_name="p").info.run_id
+    t = int(time.time() * 1000)
+    values = [0.5, float("nan"), float("inf"), -1e30, 2.0, 2.5]
+    metrics = [Metric("actor/entropy", v, t + i, i) for i, v in enumerate(values)]
+    metrics.append(Metric("actor/entropy", 9.0, t + 99, 3))  # step 3 logged again
+    client.log_batch(rid, metrics=metrics)
+    store = mlflow_source.store(server)
+    run = store.run(rid)
+    ((key, got),) = store.history(run)
+    want = sorted(
+        (m.step, m.value, m.timestamp / 1000)
+        for m in client.get_metric_history(rid, "actor/entropy")
+    )
+    assert key == "actor/entropy" and len(got) == len(want) == 7
+    for (s1, v1, w1), (s2, v2, w2) in zip(sorted(map(tuple, got)), want):
+        assert s1 == s2 and w1 == w2 and (v1 == v2 or (math.isnan(v1) and math.isnan(v2)))
+    ((_, later),) = store.history(run, since=3)
+    assert sorted(later[:, 0].tolist()) == [4, 5]

@@ -33,6 +33,9 @@ SOURCE = "mlflow"
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 TIMEOUT = 8.0  # seconds per request; MLflow's own client retries for minutes
 PAGE = 25_000  # the server's max_results for metric history
+BULK = 2_500  # the server's max_results for get-history-bulk-interval (MAX_RESULTS_PER_RUN)
+INT32_MAX = 2**31 - 1  # start_step/end_step of get-history-bulk-interval are int32
+WORKERS = 8  # concurrent requests; the server answers them on its worker processes
 
 
 def redact(uri: str) -> str:
@@ -86,6 +89,7 @@ class _Rest:
         elif os.environ.get("MLFLOW_TRACKING_TOKEN"):
             self.headers["Authorization"] = f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"
         self._local = threading.local()
+        self._has_bulk = True
 
     def _conn(self) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
@@ -182,25 +186,60 @@ class _Rest:
 
     def history(self, run: Run, since: int | None = None) -> list[tuple[str, np.ndarray]]:
         def one(key: str) -> tuple[str, np.ndarray]:
-            rows: list[tuple[float, float, float]] = []
-            token = None
-            while True:
-                params = {"run_id": run.run_id, "metric_key": key, "max_results": PAGE}
-                if token:
-                    params["page_token"] = token
-                doc = self.call("GET", "metrics/get-history", params)
-                for m in doc.get("metrics", []):
-                    step = int(m.get("step", 0))
-                    if since is None or step > since:
-                        rows.append(
-                            (step, _value(m.get("value")), int(m.get("timestamp", 0)) / 1000.0)
-                        )
-                token = doc.get("next_page_token")
-                if not token:
-                    return key, _columns(rows)
+            bulk = self._bulk(run, key, since)
+            return (key, bulk) if bulk is not None else self._paged(run, key, since)
 
-        with ThreadPoolExecutor(max_workers=8) as pool:
+        with ThreadPoolExecutor(max_workers=WORKERS) as pool:
             return list(pool.map(one, run.keys))
+
+    def _bulk(self, run: Run, key: str, since: int | None) -> np.ndarray | None:
+        """One key's whole history in one request (`get-history-bulk-interval`), or None.
+
+        The endpoint samples only when a key has more than `BULK` values in the range, so a
+        full page means "maybe sampled": that key is then read page by page instead. Servers
+        without the endpoint (MLflow < 2.12) are remembered and read page by page too.
+        """
+        if not self._has_bulk:
+            return None
+        params: dict[str, Any] = {"run_ids": run.run_id, "metric_key": key, "max_results": BULK}
+        if since is not None:
+            if since + 1 > INT32_MAX:
+                return None
+            params.update(start_step=since + 1, end_step=INT32_MAX)
+        try:
+            doc = self.call("GET", "metrics/get-history-bulk-interval", params)
+        except SourceError as exc:
+            if "HTTP 404" in str(exc) or "ENDPOINT_NOT_FOUND" in str(exc):
+                self._has_bulk = False
+                return None
+            raise
+        metrics = doc.get("metrics", [])
+        if len(metrics) >= BULK:
+            return None
+        return _columns(
+            [
+                (int(m.get("step", 0)), _value(m.get("value")), int(m.get("timestamp", 0)) / 1e3)
+                for m in metrics
+                if since is None or int(m.get("step", 0)) > since
+            ]
+        )
+
+    def _paged(self, run: Run, key: str, since: int | None) -> tuple[str, np.ndarray]:
+        """One key's history through `metrics/get-history`, page by page (every server)."""
+        rows: list[tuple[float, float, float]] = []
+        token = None
+        while True:
+            params = {"run_id": run.run_id, "metric_key": key, "max_results": PAGE}
+            if token:
+                params["page_token"] = token
+            doc = self.call("GET", "metrics/get-history", params)
+            for m in doc.get("metrics", []):
+                step = int(m.get("step", 0))
+                if since is None or step > since:
+                    rows.append((step, _value(m.get("value")), int(m.get("timestamp", 0)) / 1000.0))
+            token = doc.get("next_page_token")
+            if not token:
+                return key, _columns(rows)
 
 
 def _columns(rows: list[Any]) -> np.ndarray:
