@@ -228,7 +228,7 @@ def test_rest_reads_equal_the_mlflow_client(server: str) -> None:
         for m in client.get_metric_history(rid, "actor/entropy")
     )
     assert key == "actor/entropy" and len(got) == len(want) == 7
-    for (s1, v1, w1), (s2, v2, w2) in zip(sorted(map(tuple, got)), want):
+    for (s1, v1, w1), (s2, v2, w2) in zip(sorted(map(tuple, got)), want, strict=True):
         assert s1 == s2 and w1 == w2 and (v1 == v2 or (math.isnan(v1) and math.isnan(v2)))
     ((_, later),) = store.history(run, since=3)
     assert sorted(later[:, 0].tolist()) == [4, 5]
