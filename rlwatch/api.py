@@ -35,9 +35,11 @@ def diagnose(
     log_format: str | None = None,
     tracking_uri: str | None = None,
     progress: bool = False,
+    series: bool = False,
 ) -> Report:
     """Read `targets`, evaluate the rules, and return the Report.
 
+    `series`: carry downsampled curves in the Report (the HTML report, `diff`).
     Raises SourceError when nothing could be read or no rule could be evaluated, UsageError for
     bad selections or a --require'd metric a run does not have.
     """
@@ -67,7 +69,7 @@ def diagnose(
                 f"required metric {metric!r} not found in run(s) {', '.join(missing)}"
             )
     with _progress("evaluating rules", progress):
-        report = build(frame, ruleset, fail_on=fail_on)
+        report = build(frame, ruleset, fail_on=fail_on, series=series)
     if not any(v.state != "skipped" for v in report.verdicts):
         raise SourceError(
             "no rule could be evaluated: none of the metrics the selected rules "

@@ -149,6 +149,7 @@ class Report:
     symptoms: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     fail_on: str = "error"
     rules: int = 0
+    series: dict[str, dict[str, Any]] = field(default_factory=dict)  # rlwatch/series.py
 
     @property
     def failing(self) -> list[Verdict]:
@@ -172,11 +173,13 @@ class Report:
             "counts": counts,
             "runs": [{**r, "symptoms": self.symptoms.get(r["name"], [])} for r in self.runs],
             "verdicts": [v.to_dict() for v in self.verdicts],
+            **({"series": self.series} if self.series else {}),
         }
 
 
-def build(frame: Any, rules: RuleSet, *, fail_on: str = "error") -> Report:
-    """Evaluate `rules` on every run of `frame` and assemble the report (one pivot per run)."""
+def build(frame: Any, rules: RuleSet, *, fail_on: str = "error", series: bool = False) -> Report:
+    """Evaluate `rules` on every run of `frame` and assemble the report (one pivot per run;
+    with downsampled curves for the HTML report and `diff` when `series`)."""
     from rlwatch.render.summary import summarise
 
     needed = sorted(
@@ -191,4 +194,9 @@ def build(frame: Any, rules: RuleSet, *, fail_on: str = "error") -> Report:
         mine = evaluate_run(ctx, rules, run, info.framework)
         verdicts += mine
         symptoms[run] = symptom_table(ctx.wide, {v.code for v in mine if v.fired})
-    return Report(summarise(frame)["runs"], verdicts, symptoms, fail_on, len(rules.rules))
+    report = Report(summarise(frame)["runs"], verdicts, symptoms, fail_on, len(rules.rules))
+    if series:
+        from rlwatch.series import collect
+
+        report.series = collect(frame, rules, verdicts)
+    return report

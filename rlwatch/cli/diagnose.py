@@ -26,6 +26,7 @@ class ReportFormat(str, enum.Enum):
     junit = "junit"
     github = "github"
     markdown = "markdown"
+    html = "html"
 
 
 def diagnose(
@@ -36,7 +37,8 @@ def diagnose(
             "--format",
             "-f",
             help="text for people; json, junit, github (workflow annotations; "
-            "also appends a table to $GITHUB_STEP_SUMMARY) or markdown for machines.",
+            "also appends a table to $GITHUB_STEP_SUMMARY) or markdown for machines; html: "
+            "one self-contained page with the curves (opens offline).",
         ),
     ] = ReportFormat.text,
     output: Annotated[
@@ -46,6 +48,14 @@ def diagnose(
             "-o",
             help="Write the --format report (json when --format is text) to FILE; "
             "the human view still goes to the terminal.",
+        ),
+    ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Also write the HTML report (curves, episodes, checks) to FILE; "
+            "--format github and markdown then link it.",
         ),
     ] = None,
     rules: Annotated[
@@ -120,16 +130,22 @@ def diagnose(
             log_format=cfg.get("log_format", log_format),
             tracking_uri=tracking_uri,
             progress=True,
+            series=fmt is ReportFormat.html or html is not None,
         )
         data = report.to_dict()
         machine = fmt.value if fmt is not ReportFormat.text else ("json" if output else None)
-        if output is not None:
+        for path, kind in ((html, "html"), (output, machine)):
+            if path is None:
+                continue
             try:
-                output.write_text(RENDERERS[machine](data), encoding="utf-8")
+                path.write_text(RENDERERS[kind](data), encoding="utf-8")
             except OSError as exc:
                 from rlwatch.errors import UsageError
 
-                raise UsageError(f"--output {output}: cannot write ({exc.strerror})") from None
+                flag = "--html" if kind == "html" and path is html else "--output"
+                raise UsageError(f"{flag} {path}: cannot write ({exc.strerror})") from None
+            if path is html:
+                data["html_report"] = str(html)
     if output is None and machine is not None:
         typer.echo(RENDERERS[machine](data), nl=False)
     else:

@@ -78,9 +78,11 @@ def render_github(report: dict[str, Any]) -> str:
             continue
         title = _escape_prop(f"{v['code']} {v['name']} ({v['run']}, {_span(v)})")
         lines.append(f"::{level[v['severity']]} title={title}::{_escape_data(v['summary'])}")
+    fired = len(lines)
+    if report.get("html_report"):  # diagnose --html FILE: point at the page (a CI artifact)
+        lines.append(f"::notice title=rlwatch HTML report::{_escape_data(report['html_report'])}")
     lines.append(
-        f"rlwatch: {report['status']} ({len(lines)} verdict(s) fired; "
-        f"--fail-on {report['fail_on']})"
+        f"rlwatch: {report['status']} ({fired} verdict(s) fired; --fail-on {report['fail_on']})"
     )
     return "\n".join(lines) + "\n"
 
@@ -95,6 +97,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"`{report['fail_on']}` or above.",
         "",
     ]
+    if report.get("html_report"):
+        out += [f"Curves and checks: HTML report `{report['html_report']}`.", ""]
     for run in report["runs"]:
         fw = run["framework"] or "unknown framework"
         s = run["steps"]
@@ -132,8 +136,16 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def render_html(report: dict[str, Any]) -> str:
+    """The self-contained HTML page (rlwatch/render/html.py, imported when asked for)."""
+    from rlwatch.render.html import render_html as page
+
+    return page(report)
+
+
 RENDERERS = {
     "json": render_json,
+    "html": render_html,
     "junit": render_junit,
     "github": render_github,
     "markdown": render_markdown,
