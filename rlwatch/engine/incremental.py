@@ -1,0 +1,459 @@
+"""The incremental evaluator: rows in, episodes out, every step evaluated once it is complete.
+
+`Evaluator.update(rows)` takes the rows appended to one run since the last call, keeps per
+metric only what its rules look back on (each kind's look-back, plus `for`/`keep_firing_for`),
+and re-evaluates the rules that read a metric with new rows over a window that starts far
+enough back that every new step is judged exactly as a whole-run evaluation judges it. The
+previous last step is judged again (its rows may have arrived in two polls), and so is
+everything after a restart or an out-of-order write. Episodes are kept whole: an ongoing
+episode keeps its first step however long it lasts, and one that starts and ends between two
+calls is still reported with both steps.
+
+`diagnose` (one call with the whole run), `tail` (one call per poll) and the transformers
+callback (one call per `on_log`) share this path; `tests/test_tail_parity.py` checks that tail
+and diagnose agree on every fixture and corpus run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rlwatch.engine.conditions import Context, Skip, _held, evaluate, metrics_of
+from rlwatch.engine.evaluate import Episode, Verdict, _checks, _episode, render_summary
+from rlwatch.engine.rules import Rule, RuleSet
+from rlwatch.frame import RunInfo
+
+DEFAULT_SPIKE_WINDOW = 20  # the spike kind's default `window` (conditions.spike)
+MARGIN = 8  # extra logged values kept beyond the computed look-back
+
+
+def lookback(condition: dict[str, Any]) -> int | None:
+    """Logged values before the current one that a condition reads (None: the whole history).
+
+    A kind registered with a `lookback(spec)` attribute answers for itself; unknown kinds are
+    given the whole history (exact, only slower).
+    """
+    ((kind, spec),) = condition.items()
+    if kind in ("all", "any"):
+        parts = [lookback(c) for c in spec]
+        return None if any(p is None for p in parts) else max(parts, default=0)
+    if kind == "count":
+        inner = lookback(spec["of"])
+        return None if inner is None else inner + int(spec["within"])
+    try:
+        from rlwatch.engine import conditions
+
+        registered = getattr(getattr(conditions, "KINDS", {}).get(kind), "lookback", None)
+    except Exception:  # pragma: no cover - a registry that cannot be asked
+        registered = None
+    if callable(registered):
+        return registered(spec)
+    if kind in ("threshold", "nonfinite"):
+        return 1
+    if kind == "spike":
+        return int(spec.get("window", DEFAULT_SPIKE_WINDOW)) + 1
+    if kind == "trend":
+        return int(spec["window"]) + 1
+    if kind == "stuck":
+        return int(spec["steps"]) + 1
+    if kind == "relative":
+        return 1  # the early level comes from the head the evaluator keeps
+    return None  # stall (expanding median over every step before) and unknown kinds
+
+
+def rule_lookback(rule: Rule) -> int | None:
+    lb = lookback(rule.when)
+    return None if lb is None else lb + rule.for_ + rule.keep_firing_for + 2
+
+
+def _head_of(condition: dict[str, Any]) -> dict[str, int]:
+    """metric -> first logged values a condition keeps for the run's early level."""
+    ((kind, spec),) = condition.items()
+    if kind in ("all", "any"):
+        out: dict[str, int] = {}
+        for c in spec:
+            for m, n in _head_of(c).items():
+                out[m] = max(out.get(m, 0), n)
+        return out
+    if kind == "count":
+        return _head_of(spec["of"])
+    if kind == "relative":
+        return {spec["metric"]: int(spec.get("first_steps", 10))}
+    return {}
+
+
+def _uses_wall(condition: dict[str, Any]) -> bool:
+    ((kind, spec),) = condition.items()
+    if kind in ("all", "any"):
+        return any(_uses_wall(c) for c in spec)
+    if kind == "count":
+        return _uses_wall(spec["of"])
+    return kind == "stall"
+
+
+@dataclass
+class Change:
+    """A rule started or stopped firing during an update."""
+
+    kind: str  # fired | resolved
+    code: str
+    verdict: Verdict
+    episode: Episode
+
+
+@dataclass
+class _Col:
+    """One metric's kept values in step order (NaN/inf kept: they are evidence)."""
+
+    steps: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    values: np.ndarray = field(default_factory=lambda: np.empty(0))
+    dropped: bool = False  # older values were let go
+
+    def merge(self, steps: np.ndarray, values: np.ndarray) -> None:
+        if self.steps.size and steps.size and steps[0] <= self.steps[-1]:
+            s = np.concatenate([self.steps, steps])
+            v = np.concatenate([self.values, values])
+            order = np.argsort(s, kind="stable")
+            s, v = s[order], v[order]
+            last = np.concatenate([s[1:] != s[:-1], [True]])  # the last write of a step wins
+            self.steps, self.values = s[last], v[last]
+        else:
+            self.steps = np.concatenate([self.steps, steps]) if self.steps.size else steps
+            self.values = np.concatenate([self.values, values]) if self.values.size else values
+
+    def trim(self, keep: int | None) -> None:
+        if keep is not None and self.steps.size > keep:
+            self.steps, self.values = self.steps[-keep:].copy(), self.values[-keep:].copy()
+            self.dropped = True
+
+
+@dataclass
+class _Ep:
+    first: int
+    last: int
+    n: int  # signal steps in the episode
+    peak: int
+    rank: float  # the peak key's value at the peak (NaN: unranked)
+    observed: dict[str, float]
+
+
+@dataclass
+class _RuleState:
+    episodes: list[_Ep] = field(default_factory=list)
+    firing: bool = False
+    skipped: str = ""
+    metrics: dict[str, str] = field(default_factory=dict)
+    evaluated: bool = False
+    judged: int | None = None  # the last signal step judged
+
+
+class Evaluator:
+    """The rules of one run, evaluated as its rows arrive."""
+
+    def __init__(self, rules: RuleSet, *, run: str = "", info: RunInfo | None = None):
+        self.rules = list(rules.rules)
+        self.run = run
+        self.info = info
+        self.evaluations = 0  # rule evaluations so far (an idle update adds none)
+        self.reads: dict[str, list[Rule]] = {}
+        self.keep: dict[str, int | None] = {}
+        self.head_n: dict[str, int] = {}
+        self.wall_rules: list[Rule] = []
+        for rule in self.rules:
+            lb = rule_lookback(rule)
+            for m in dict.fromkeys(metrics_of(rule.when)):
+                self.reads.setdefault(m, []).append(rule)
+                old = self.keep.get(m, 0)
+                self.keep[m] = None if lb is None or old is None else max(old, lb + MARGIN)
+            for m, n in _head_of(rule.when).items():
+                self.head_n[m] = max(self.head_n.get(m, 0), n)
+            if _uses_wall(rule.when):
+                self.wall_rules.append(rule)
+        self.checked = {c.metric for r in self.rules for c in r.checks}
+        self.needed = set(self.reads) | self.checked
+        self.cols: dict[str, _Col] = {}
+        self.heads: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # metric -> first finite values
+        self.check_cols: dict[str, _Col] = {}  # metrics only checks read: recent values
+        self.wall = _Col()
+        self.tag_last: dict[str, int] = {}
+        self.restarts: list[int] = []
+        self.last_step: int | None = None
+        self.state = {r.code: _RuleState() for r in self.rules}
+        self.by_code = {r.code: r for r in self.rules}
+
+    # -- input ---------------------------------------------------------------------------
+    def log(self, step: int, scalars: dict[str, float], wall_time: float | None = None) -> list:
+        """One logging call of a training loop (raw keys, resolved to canonical names)."""
+        from rlwatch import names
+
+        res = names.resolve(list(scalars))
+        if self.info is None:
+            self.info = RunInfo(self.run or "run", "callback", "callback")
+        self.info.metrics.update(res.canonical)
+        self.info.scales.update(res.scales)
+        if res.framework and not self.info.framework:
+            self.info.framework, self.info.framework_version = res.framework, res.version
+        rows = pd.DataFrame(
+            {
+                "step": np.full(len(scalars), int(step), np.int64),
+                "metric": [res.metric_of.get(k, k) for k in scalars],
+                "tag": list(scalars),
+                "value": np.asarray([float(v) for v in scalars.values()], dtype=float),
+                "wall_time": np.full(len(scalars), np.nan if wall_time is None else wall_time),
+            }
+        )
+        return self.update(rows)
+
+    def update(self, rows: pd.DataFrame, info: RunInfo | None = None) -> list[Change]:
+        """Absorb the rows appended since the last call; the rules' state changes."""
+        if info is not None:
+            self.info = info
+        if rows is None or not len(rows):
+            return []
+        step = rows["step"].to_numpy(dtype=np.int64)
+        cutoff = int(step.min())
+        if self.last_step is not None:
+            cutoff = min(cutoff, self.last_step)
+        self._restarts(rows, step)
+        if "wall_time" in rows:
+            w = rows["wall_time"].to_numpy(dtype=float)
+            ok = ~np.isnan(w)
+            if ok.any():
+                ws = pd.Series(w[ok]).groupby(step[ok]).max()
+                self.wall.merge(ws.index.to_numpy(np.int64), ws.to_numpy(float))
+        metric = rows["metric"].astype(str).to_numpy()
+        sel = np.isin(metric, list(self.needed)) if self.needed else np.zeros(len(rows), bool)
+        touched: set[str] = set()
+        if sel.any():
+            scales = self.info.scales if self.info is not None else {}
+            d = pd.DataFrame(
+                {"step": step[sel], "metric": metric[sel], "value": rows["value"].to_numpy()[sel]}
+            )
+            for m, part in d.groupby("metric", sort=False):
+                part = part.drop_duplicates("step", keep="last")
+                order = np.argsort(part["step"].to_numpy(), kind="stable")
+                s = part["step"].to_numpy(np.int64)[order]
+                v = part["value"].to_numpy(float)[order] * scales.get(str(m), 1.0)
+                col = (self.cols if m in self.reads else self.check_cols).setdefault(m, _Col())
+                col.merge(s, v)
+                if m in self.head_n:
+                    self._grow_head(str(m), s, v)
+                touched.add(str(m))
+        self.last_step = max(int(step.max()), self.last_step or int(step.max()))
+        rules = [r for r in self.rules if any(m in touched for m in metrics_of(r.when))]
+        if self.wall_rules and "wall_time" in rows:
+            rules += [r for r in self.wall_rules if r not in rules]
+        changes = self._evaluate(rules, cutoff) if rules else []
+        self._trim()
+        return changes
+
+    def _grow_head(self, m: str, s: np.ndarray, v: np.ndarray) -> None:
+        n = self.head_n[m]
+        hs, hv = self.heads.get(m, (np.empty(0, np.int64), np.empty(0)))
+        if hs.size >= n and (not s.size or s[0] > hs[-1]):
+            return
+        ok = np.isfinite(v)
+        hs, hv = np.concatenate([hs, s[ok]]), np.concatenate([hv, v[ok]])
+        order = np.argsort(hs, kind="stable")
+        hs, hv = hs[order], hv[order]
+        last = np.concatenate([hs[1:] != hs[:-1], [True]]) if hs.size else hs.astype(bool)
+        self.heads[m] = (hs[last][: n + 1], hv[last][: n + 1])
+
+    def _restarts(self, rows: pd.DataFrame, step: np.ndarray) -> None:
+        """A tag written at a lower step than its last write starts a new segment."""
+        key = "tag" if "tag" in rows else "metric"
+        tags = rows[key].astype(str).to_numpy()
+        d = pd.DataFrame({"t": tags, "s": step})
+        first = d.groupby("t", sort=False)["s"].agg(["first", "min", "max"])
+        back = []
+        for t, (f, mn, mx) in zip(first.index, first.to_numpy(), strict=True):
+            prev = self.tag_last.get(t)
+            if prev is not None and f < prev:
+                back.append(int(f))
+            self.tag_last[t] = int(step[np.flatnonzero(tags == t)[-1]])
+            del mn, mx
+        if self.info is not None:
+            back += [r.step for r in self.info.restarts]
+        for b in back:
+            if b not in self.restarts:
+                self.restarts.append(b)
+        self.restarts.sort()
+
+    def _trim(self) -> None:
+        for m, col in self.cols.items():
+            col.trim(self.keep.get(m))
+        for col in self.check_cols.values():
+            col.trim(64)
+        if not self.wall_rules:
+            self.wall.trim(4)
+
+    # -- evaluation ----------------------------------------------------------------------
+    def _context(self, cutoff: int) -> Context:
+        """Every kept metric from `keep` values before the cutoff to the end."""
+        parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for m, col in {**self.check_cols, **self.cols}.items():
+            i = int(np.searchsorted(col.steps, cutoff, side="left"))
+            keep = self.keep.get(m)
+            lo = 0 if keep is None or m not in self.cols else max(0, i - keep)
+            parts[m] = (col.steps[lo:], col.values[lo:])
+        union = (
+            np.unique(np.concatenate([s for s, _ in parts.values()]))
+            if parts
+            else np.empty(0, np.int64)
+        )
+        matrix = np.full((union.size, len(parts)), np.nan)
+        nonfinite: dict[str, pd.Index] = {}
+        for j, (m, (s, v)) in enumerate(parts.items()):
+            pos = np.searchsorted(union, s)
+            bad = ~np.isfinite(v)
+            matrix[pos, j] = np.where(bad, np.nan, v)
+            if bad.any():
+                nonfinite[m] = pd.Index(s[bad])
+        wide = pd.DataFrame(matrix, index=pd.Index(union, name="step"), columns=list(parts))
+        trimmed = any(c.dropped for c in self.cols.values())
+        early = None
+        if trimmed and self.heads:
+            early = self._early()
+        ws, wv = self.wall.steps, self.wall.values
+
+        def wall() -> pd.Series:
+            return pd.Series(wv, index=ws, dtype=float)
+
+        info = self.info
+        return Context(
+            wide,
+            nonfinite,
+            wall,
+            list(self.restarts),
+            info.decimals if info is not None else None,
+            dict(info.metrics) if info is not None else {},
+            early,
+        )
+
+    def _early(self) -> pd.DataFrame:
+        steps = np.unique(np.concatenate([s for s, _ in self.heads.values()]))
+        out = pd.DataFrame(index=pd.Index(steps, name="step"))
+        for m, (s, v) in self.heads.items():
+            col = np.full(steps.size, np.nan)
+            col[np.searchsorted(steps, s)] = v
+            out[m] = col
+        return out
+
+    def _evaluate(self, rules: list[Rule], cutoff: int) -> list[Change]:
+        cuts = {
+            r.code: min(cutoff, j) if (j := self.state[r.code].judged) is not None else cutoff
+            for r in rules
+        }
+        ctx = self._context(min(cuts.values()))
+        framework = self.info.framework if self.info is not None else None
+        changes = []
+        for rule in rules:
+            if rule.frameworks and framework not in rule.frameworks:
+                continue
+            self.evaluations += 1
+            st = self.state[rule.code]
+            st.evaluated = True
+            try:
+                sig = evaluate(ctx, rule.when)
+            except Skip as exc:
+                st.skipped = str(exc)
+                continue
+            st.skipped = ""
+            st.metrics = {m: ctx.tags.get(m, m) for m in dict.fromkeys(sig.metrics)}
+            was = st.firing
+            self._merge(rule, st, sig, cuts[rule.code])
+            if st.firing and not was:
+                v = self._verdict(rule, ctx)
+                changes.append(Change("fired", rule.code, v, v.episodes[-1]))
+            elif was and not st.firing and st.episodes:
+                v = self._verdict(rule)
+                changes.append(Change("resolved", rule.code, v, v.episodes[-1]))
+        return changes
+
+    def _merge(self, rule: Rule, st: _RuleState, sig: Any, cutoff: int) -> None:
+        mask = sig.mask
+        steps = sig.steps
+        held = _held(mask)
+        active = held >= rule.for_
+        idx = np.arange(mask.size)
+        last_active = np.maximum.accumulate(np.where(active, idx, -(10**9)))
+        firing = idx - last_active <= rule.keep_firing_for
+        k0 = int(np.searchsorted(steps, cutoff, side="left"))
+        # forget what was concluded about the steps being judged again
+        while st.episodes and st.episodes[-1].first >= cutoff:
+            st.episodes.pop()
+        if st.episodes and st.episodes[-1].last >= cutoff:
+            ep = st.episodes[-1]
+            gone = int(np.count_nonzero((steps >= cutoff) & (steps <= ep.last)))
+            ep.last = int(steps[k0 - 1]) if k0 > 0 else ep.first
+            ep.n = max(1, ep.n - gone)
+        if firing.any():
+            edges = np.flatnonzero(np.diff(np.concatenate([[0], firing.astype(np.int8), [0]])))
+            for a, b in zip(edges[::2], edges[1::2] - 1, strict=True):
+                a, b = int(a), int(b)
+                if b < k0:
+                    continue
+                start = max(a, k0)
+                e = _episode(rule, sig, steps, start, b, held)
+                rank = float(e.observed.get(sig.peak, math.nan))
+                new = _Ep(e.first_step, e.last_step, b - start + 1, e.peak_step, rank, e.observed)
+                prev = st.episodes[-1] if st.episodes else None
+                if a < k0 and prev is not None and k0 > 0 and prev.last == int(steps[k0 - 1]):
+                    prev.last, prev.n = new.last, prev.n + new.n
+                    worse = (
+                        math.isnan(prev.rank)
+                        or (not math.isnan(new.rank))
+                        and (new.rank > prev.rank if sig.peak_max else new.rank < prev.rank)
+                    )
+                    if worse and not math.isnan(new.rank):
+                        prev.peak, prev.rank, prev.observed = new.peak, new.rank, new.observed
+                else:
+                    if a < k0:  # began before the re-judged steps: keep its real first step
+                        new.first = int(steps[a])
+                        new.n = b - a + 1
+                    st.episodes.append(new)
+        st.firing = bool(firing[-1]) if firing.size else False
+        if steps.size:
+            st.judged = int(steps[-1])
+
+    # -- output --------------------------------------------------------------------------
+    def _ep(self, rule: Rule, e: _Ep) -> Episode:
+        observed = {k: v for k, v in e.observed.items() if k != "held"}
+        summary = render_summary(
+            rule.summary, observed, step=e.peak, first_step=e.first, last_step=e.last, steps=e.n
+        )
+        return Episode(e.first, e.last, e.peak, dict(e.observed), summary)
+
+    def _verdict(self, rule: Rule, ctx: Context | None = None) -> Verdict:
+        st = self.state[rule.code]
+        v = Verdict(self.run, rule.code, rule.name, rule.severity, "ok")
+        v.metrics = dict(st.metrics)
+        if rule.frameworks and (self.info is None or self.info.framework not in rule.frameworks):
+            v.state, v.reason = "skipped", f"applies to {', '.join(rule.frameworks)} only"
+            return v
+        v.episodes = [self._ep(rule, e) for e in st.episodes]
+        if v.episodes:
+            v.state = "firing" if st.firing else "resolved"
+            if ctx is not None:
+                v.checks = _checks(ctx, rule, v.episodes[0])
+        elif st.skipped or not st.evaluated:
+            v.state, v.reason = "skipped", st.skipped or "no rows for its metrics yet"
+        return v
+
+    def verdict(self, code: str) -> Verdict:
+        return self._verdict(self.by_code[code])
+
+    def verdicts(self) -> list[Verdict]:
+        """Every rule's verdict so far, with all its episodes (the shape diagnose reports)."""
+        return [self._verdict(r) for r in self.rules]
+
+    def memory(self) -> int:
+        """Bytes held in kept values (for the benchmark and tests)."""
+        n = sum(c.steps.nbytes + c.values.nbytes for c in self.cols.values())
+        n += sum(c.steps.nbytes + c.values.nbytes for c in self.check_cols.values())
+        return n + self.wall.steps.nbytes + self.wall.values.nbytes
