@@ -405,9 +405,8 @@ class Evaluator:
                 prev = st.episodes[-1] if st.episodes else None
                 if a < k0 and prev is not None and k0 > 0 and prev.last == int(steps[k0 - 1]):
                     prev.last, prev.n = new.last, prev.n + new.n
-                    worse = (
-                        math.isnan(prev.rank)
-                        or (not math.isnan(new.rank))
+                    worse = math.isnan(prev.rank) or (
+                        (not math.isnan(new.rank))
                         and (new.rank > prev.rank if sig.peak_max else new.rank < prev.rank)
                     )
                     if worse and not math.isnan(new.rank):
