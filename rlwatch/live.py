@@ -1,48 +1,53 @@
-"""Following runs live: incremental readers, rules re-evaluated on what changed, state changes.
+"""Following runs live: followers from `sources.follow`, the incremental evaluator, state changes.
 
-Each poll asks every follower for the rows written since the last poll, appends them to the
-run's step x metric table, and re-evaluates the rules of the runs that changed on a bounded
-window: its last `WINDOW` steps, with early levels taken from its first steps. A poll therefore
-costs in proportion to what was appended, not to the run's size; an idle poll reads nothing and
-evaluates nothing.
+Each poll asks every follower for the rows written since the last poll and hands each run's
+rows to its `Evaluator` (rlwatch.engine.incremental), which judges every new step the way
+`diagnose` judges the whole run: an episode that starts and ends between two polls is still
+reported, with its first and last step, and an ongoing episode keeps its first step. A poll
+costs in proportion to what was appended; an idle poll evaluates nothing. Per run only what
+the rules look back on is kept, plus the last values and a downsampled history of the key
+metrics for the dashboard.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from rlwatch.engine.conditions import Context, build_context, metrics_of
-from rlwatch.engine.evaluate import Verdict, evaluate_rule
+from rlwatch.engine.evaluate import Verdict
+from rlwatch.engine.incremental import Evaluator
 from rlwatch.engine.rules import RuleSet
 from rlwatch.errors import RlwatchError
-from rlwatch.frame import RunFrame, RunInfo
+from rlwatch.frame import RunInfo
 from rlwatch.render.dashboard import ago
+from rlwatch.severity import Severity
 
-WINDOW = 120  # recent logged steps the rules look at (the longest rule window is 50 + 20)
-HEAD = 20  # first logged steps kept for early levels (relative conditions)
 KEY_METRICS = (
-    "reward_mean",
     "entropy",
     "kl_ref",
     "grad_norm",
-    "response_length_mean",
+    "reward_mean",
     "truncation_rate",
+    "response_length_mean",
     "val_score",
 )
+HISTORY = 64  # sparkline buckets kept per key metric (older steps merged pairwise)
+STALL_FACTOR = 10.0  # a run with no new step for this many median step intervals is stalled
+STALL_FLOOR = 120.0  # ... and for at least this many seconds
+STALL_CODE = "TM00"
+STALL_NAME = "throughput.stalled"
 
 
 @dataclass
 class Event:
-    """A state change: a run appeared or went stale, a verdict fired or resolved, a source
-    failed."""
+    """A state change: a run appeared, stalled or went stale, a verdict fired or resolved, a
+    file moved, a source failed."""
 
-    kind: str  # appeared | stale | active | fired | resolved | source-error
+    kind: str  # appeared | stale | active | fired | resolved | file | source-error | waiting
     run: str
     message: str
     verdict: Verdict | None = None
@@ -53,50 +58,59 @@ class Event:
         return f"{stamp} {self.run}: {self.message}"
 
 
+class History:
+    """A metric's whole run in at most 2 x HISTORY buckets (means), for a sparkline whose
+    scale is the run's own range, so a collapsed metric's noise stays flat at the bottom."""
+
+    def __init__(self) -> None:
+        self.width = 1
+        self.sums: list[float] = []
+        self.counts: list[int] = []
+        self.last = float("nan")
+        self.last_step = -1
+        self.lo = float("inf")
+        self.hi = float("-inf")
+
+    def add(self, steps: np.ndarray, values: np.ndarray) -> None:
+        for s, v in zip(steps.tolist(), values.tolist(), strict=True):
+            self.last, self.last_step = v, s
+            if not np.isfinite(v):
+                continue
+            self.lo, self.hi = min(self.lo, v), max(self.hi, v)
+            if self.counts and self.counts[-1] < self.width:
+                self.sums[-1] += v
+                self.counts[-1] += 1
+            else:
+                self.sums.append(v)
+                self.counts.append(1)
+            if len(self.sums) > 2 * HISTORY:
+                self.sums = [a + b for a, b in zip(self.sums[::2], self.sums[1::2], strict=False)]
+                self.counts = [
+                    a + b for a, b in zip(self.counts[::2], self.counts[1::2], strict=False)
+                ]
+                self.width *= 2
+
+    def points(self, n: int) -> list[float]:
+        pts = [s / c for s, c in zip(self.sums, self.counts, strict=True)]
+        return pts[-n:]
+
+
 @dataclass
 class RunState:
     name: str
     info: RunInfo
-    chunks: list[pd.DataFrame]  # the step x metric table, in pieces appended per poll
-    nonfinite: dict[str, set[int]] = field(default_factory=dict)
-    parts: list[pd.DataFrame] = field(default_factory=list)  # every row seen, as delivered
+    evaluator: Evaluator
     first_seen: float = field(default_factory=time.time)
     last_change: float = field(default_factory=time.time)
+    last_step: int | None = None
     steps_seen: list[tuple[float, int]] = field(default_factory=list)  # (time, last step)
-    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    walls: list[float] = field(default_factory=list)  # wall time of the recent last steps
+    history: dict[str, History] = field(default_factory=dict)
     stale: bool = False
-
-    @property
-    def wide(self) -> pd.DataFrame:
-        """The whole table (joined once, when asked)."""
-        if len(self.chunks) > 1:
-            self.chunks = [pd.concat(self.chunks)]
-        return self.chunks[0] if self.chunks else pd.DataFrame()
-
-    def window(self, head: int, tail: int) -> tuple[pd.DataFrame | None, pd.DataFrame]:
-        """(first `head` rows or None, last `tail` rows), joining only the pieces needed."""
-        total = sum(len(c) for c in self.chunks)
-        if total <= head + tail:
-            return None, self.wide
-        picked, n = [], 0
-        for c in reversed(self.chunks):
-            picked.append(c)
-            n += len(c)
-            if n >= tail:
-                break
-        recent = pd.concat(picked[::-1]) if len(picked) > 1 else picked[0]
-        first, n = [], 0
-        for c in self.chunks:
-            first.append(c)
-            n += len(c)
-            if n >= head:
-                break
-        early = pd.concat(first) if len(first) > 1 else first[0]
-        return early.iloc[:head], recent.iloc[-tail:]
-
-    @property
-    def last_step(self) -> int | None:
-        return int(self.chunks[-1].index[-1]) if self.chunks else None
+    stalled: Verdict | None = None
+    new_at: float = 0.0  # when (our clock) the last new step arrived
+    lag: float = 0.0  # how old that step already was then (first poll only)
+    rows_kept: list[pd.DataFrame] = field(default_factory=list)  # only with keep_rows
 
     def rate(self) -> float | None:
         """Steps per minute over the last polls that brought steps."""
@@ -104,6 +118,11 @@ class RunState:
         if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
             return None
         return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0]) * 60
+
+    def median_interval(self) -> float | None:
+        w = np.diff(np.asarray(self.walls[-65:], dtype=float))
+        w = w[np.isfinite(w) & (w > 0)]
+        return float(np.median(w)) if w.size >= 3 else None
 
 
 class Watch:
@@ -117,22 +136,37 @@ class Watch:
         log_format: str | None = None,
         tracking_uri: str | None = None,
         stale_after: float = 300.0,
+        stall_factor: float = STALL_FACTOR,
+        stall_floor: float = STALL_FLOOR,
+        keep_rows: bool = False,
+        clock: Any = time.time,
     ):
+        from rlwatch.sources.follow import follow
+
         self.rules = rules
         self.stale_after = stale_after
-        self.needed = sorted(
-            {m for r in rules.rules for m in metrics_of(r.when)}
-            | {c.metric for r in rules.rules for c in r.checks}
-            | set(KEY_METRICS)
-        )
-        self.followers = [(t, _follower(t, log_format, tracking_uri)) for t in targets]
+        self.stall_factor, self.stall_floor = stall_factor, stall_floor
+        self.keep_rows = keep_rows
+        self.clock = clock
+        self.followers = [(t, follow(t, log_format, tracking_uri)) for t in targets]
         self.runs: dict[str, RunState] = {}
         self.failing: dict[str, str] = {}  # target -> error, while it fails
+        self.started = clock()
+
+    @property
+    def evaluations(self) -> int:
+        """Rule evaluations so far over every run (an idle poll adds none)."""
+        return sum(st.evaluator.evaluations for st in self.runs.values())
+
+    @property
+    def waiting(self) -> bool:
+        """Nothing readable yet in any target."""
+        return not self.runs
 
     # -- polling ------------------------------------------------------------------------
     def poll(self) -> list[Event]:
         events: list[Event] = []
-        now = time.time()
+        now = self.clock()
         for target, follower in self.followers:
             try:
                 delta = follower.poll()
@@ -142,6 +176,9 @@ class Watch:
                     self.failing[target] = msg
                     events.append(Event("source-error", target, f"cannot read: {msg}"))
                 continue
+            finally:
+                for note in _notices(follower):
+                    events.append(Event("file", target, note))
             if target in self.failing:
                 del self.failing[target]
                 events.append(Event("active", target, "readable again"))
@@ -149,16 +186,7 @@ class Watch:
                 rows = delta.run_data(name) if len(delta.runs) > 1 else delta.data
                 events += self._absorb(name, info, rows, now)
         for state in self.runs.values():
-            idle = now - state.last_change
-            if not state.stale and idle >= self.stale_after:
-                state.stale = True
-                events.append(
-                    Event(
-                        "stale",
-                        state.name,
-                        f"stale: no update for {ago(idle)} (last step {state.last_step})",
-                    )
-                )
+            events += self._idle(state, now)
         return events
 
     def _absorb(self, name: str, info: RunInfo, rows: pd.DataFrame, now: float) -> list[Event]:
@@ -167,119 +195,125 @@ class Watch:
         if state is None:
             if rows.empty:
                 return events
-            state = self.runs[name] = RunState(name, info, [])
+            ev = Evaluator(self.rules, run=name, info=info)
+            state = self.runs[name] = RunState(name, info, ev, now, now)
             fw = f" ({info.framework})" if info.framework else ""
             events.append(Event("appeared", name, f"appeared{fw}: {info.address}"))
         if rows.empty:
             return events
         state.info = _merge_info(state.info, info)
-        state.parts.append(rows)
-        sub = rows[rows["metric"].isin(self.needed)]
-        if len(sub):
-            values = sub["value"].to_numpy()
-            bad = ~np.isfinite(values)
-            metrics = sub["metric"].astype(str).to_numpy()
-            steps = sub["step"].to_numpy()
-            for metric, step in zip(metrics[bad], steps[bad], strict=True):
-                state.nonfinite.setdefault(metric, set()).add(int(step))
-            w = pd.DataFrame(
-                {"step": steps, "metric": metrics, "value": np.where(bad, np.nan, values)}
-            )
-            if w.duplicated(["step", "metric"]).any():
-                w = w.drop_duplicates(["step", "metric"], keep="last")
-            delta = w.pivot(index="step", columns="metric", values="value")
-            for m, f in state.info.scales.items():
-                if m in delta.columns:
-                    delta[m] = delta[m] * f
-            if not state.chunks or delta.index[0] > state.chunks[-1].index[-1]:
-                state.chunks.append(delta)  # the usual case: new steps only
-                if len(state.chunks) > 64:
-                    state.chunks = [pd.concat(state.chunks)]
-            else:  # re-logged or out-of-order steps: the last write wins
-                state.chunks = [pd.concat([state.wide, delta]).groupby(level=0).last()]
+        if self.keep_rows:
+            state.rows_kept.append(rows)
+        step = rows["step"].to_numpy()
+        last = int(step.max())
+        new_step = state.last_step is None or last > state.last_step
+        state.last_step = last if state.last_step is None else max(last, state.last_step)
         state.last_change = now
+        if new_step:
+            wall = rows["wall_time"].to_numpy(dtype=float)
+            at = wall[step == last]
+            state.walls.append(float(np.nanmax(at)) if np.isfinite(at).any() else now)
+            state.new_at = now
+            first = len(state.steps_seen) == 0
+            state.lag = max(0.0, now - state.walls[-1]) if first else 0.0
+            del state.walls[:-80]
+            state.steps_seen.append((now, state.last_step))
+            del state.steps_seen[:-40]
+        metric = rows["metric"].astype(str).to_numpy()
+        for m in KEY_METRICS:
+            sel = metric == m
+            if sel.any():
+                f = state.info.scales.get(m, 1.0)
+                state.history.setdefault(m, History()).add(
+                    step[sel], rows["value"].to_numpy(dtype=float)[sel] * f
+                )
         if state.stale:
             state.stale = False
             events.append(Event("active", name, f"active again at step {state.last_step}"))
-        if state.last_step is not None:
-            state.steps_seen.append((now, state.last_step))
-        events += self._evaluate(state)
+        if state.stalled is not None and new_step:
+            state.stalled = None
+            events.append(
+                Event(
+                    "resolved",
+                    name,
+                    f"resolved {STALL_CODE} {STALL_NAME}: step {state.last_step} arrived",
+                )
+            )
+        for ch in state.evaluator.update(rows, state.info):
+            v, ep = ch.verdict, ch.episode
+            if ch.kind == "fired":
+                end = "" if v.state == "firing" and ep is v.episodes[-1] else f"-{ep.last_step}"
+                since = f"since step {ep.first_step}" if not end else f"steps {ep.first_step}{end}"
+                msg = f"{str(v.severity).upper()} {v.code} {v.name} {since}: {_human(ep.summary)}"
+            else:
+                msg = (
+                    f"resolved {v.code} {v.name}: steps {ep.first_step}-{ep.last_step} "
+                    f"(at step {state.last_step})"
+                )
+            events.append(Event(ch.kind, name, msg, v))
         return events
 
-    def _evaluate(self, state: RunState) -> list[Event]:
+    def _idle(self, state: RunState, now: float) -> list[Event]:
         events = []
-        ctx = self._context(state)
-        for rule in self.rules.rules:
-            if rule.frameworks and state.info.framework not in rule.frameworks:
-                continue
-            verdict = evaluate_rule(ctx, rule, state.name, detail=False)[0]
-            before = state.verdicts.get(rule.code)
-            was = before is not None and before.state == "firing"
-            now = verdict.state == "firing"
-            if now and not was:
-                verdict = evaluate_rule(ctx, rule, state.name)[0]  # checks for the alert
-                ep = verdict.episodes[-1]
+        idle = now - state.last_change
+        if not state.stale and idle >= self.stale_after:
+            state.stale = True
+            events.append(
+                Event(
+                    "stale",
+                    state.name,
+                    f"stale: no update for {ago(idle)} (last step {state.last_step})",
+                )
+            )
+        med = state.median_interval()
+        if state.stalled is None and med is not None:
+            # from when the last step arrived; a step already there when tail started counts
+            # from its own wall time (the run may have stalled before tail was started)
+            since = now - state.new_at + state.lag
+            if since >= max(self.stall_factor * med, self.stall_floor):
+                v = stall_verdict(state.name, state.last_step, since, med, self.stall_factor)
+                state.stalled = v
                 events.append(
                     Event(
                         "fired",
                         state.name,
-                        f"{str(verdict.severity).upper()} "
-                        f"{rule.code} {rule.name} since step {ep.first_step}: "
-                        f"{ep.summary}",
-                        verdict,
+                        f"{str(v.severity).upper()} {v.code} {v.name} since step "
+                        f"{state.last_step}: {v.episodes[0].summary}",
+                        v,
                     )
                 )
-            elif now and before is not None:
-                verdict.checks = before.checks
-            elif was and not now:
-                events.append(
-                    Event(
-                        "resolved",
-                        state.name,
-                        f"resolved {rule.code} {rule.name} at step {state.last_step}",
-                        verdict,
-                    )
-                )
-            state.verdicts[rule.code] = verdict
         return events
-
-    def _context(self, state: RunState) -> Context:
-        """The recent window; early levels come from the run's first steps (`early`)."""
-        early, wide = state.window(HEAD, WINDOW)
-        return build_context(
-            wide,
-            state.nonfinite,
-            restarts=(r.step for r in state.info.restarts),
-            decimals=state.info.decimals,
-            tags=state.info.metrics,
-            early=early,
-        )
 
     # -- views --------------------------------------------------------------------------
     def rows(self) -> pd.DataFrame:
-        """Every row seen so far, as the polls delivered them (for checks and tests)."""
+        """Every row seen so far, as the polls delivered them (only with keep_rows=True)."""
         cats = {c: str for c in ("run", "metric", "tag", "source")}
-        parts = [p.astype(cats) for st in self.runs.values() for p in st.parts]
+        parts = [p.astype(cats) for st in self.runs.values() for p in st.rows_kept]
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+    def verdicts(self) -> list[Verdict]:
+        """Every run's verdicts with all their episodes (the shape diagnose reports)."""
+        return [v for st in self.runs.values() for v in st.evaluator.verdicts()]
 
     def snapshot(self) -> dict[str, Any]:
         """Plain data for the dashboard (one serialisation; the renderer uses only this)."""
-        now = time.time()
+        now = self.clock()
         runs = []
         for st in self.runs.values():
             metrics = {}
             for m in KEY_METRICS:
-                if m in st.wide.columns:
-                    s = st.wide[m].dropna()
-                    if len(s):
-                        metrics[m] = {
-                            "last": float(s.iloc[-1]),
-                            "values": [float(x) for x in s.iloc[-40:]],
-                        }
-            firing = sorted(
-                (v for v in st.verdicts.values() if v.state == "firing"),
-                key=lambda v: -v.severity,
-            )
+                h = st.history.get(m)
+                if h is not None:
+                    metrics[m] = {
+                        "last": h.last,
+                        "values": h.points(40),
+                        "lo": h.lo if np.isfinite(h.lo) else None,
+                        "hi": h.hi if np.isfinite(h.hi) else None,
+                    }
+            firing = [v for v in st.evaluator.verdicts() if v.state == "firing"]
+            if st.stalled is not None:
+                firing.append(st.stalled)
+            firing.sort(key=lambda v: -int(Severity.parse(str(v.severity))))
             runs.append(
                 {
                     "name": st.name,
@@ -295,14 +329,45 @@ class Watch:
                             "name": v.name,
                             "severity": str(v.severity),
                             "since": v.episodes[-1].first_step,
-                            "summary": v.episodes[-1].summary,
+                            "summary": _human(v.episodes[-1].summary),
                             "checks": v.checks,
                         }
                         for v in firing
                     ],
                 }
             )
-        return {"runs": runs, "errors": dict(self.failing), "time": now}
+        waiting = [t for t, f in self.followers if getattr(f, "waiting", False)]
+        return {"runs": runs, "errors": dict(self.failing), "time": now, "waiting": waiting}
+
+
+def stall_verdict(run: str, step: int | None, idle: float, median: float, factor: float):
+    """The `throughput.stalled` verdict: no new step for `idle` seconds, `idle / median` times
+    the run's median step interval."""
+    from rlwatch.engine.evaluate import Episode
+
+    s = int(step or 0)
+    summary = (
+        f"no new step for {ago(idle)} after step {s}, {idle / median:.0f}x the run's median "
+        f"step interval ({ago(median)}): stalled or hung"
+    )
+    ep = Episode(s, s, s, {"idle": idle, "median": median, "ratio": idle / median}, summary)
+    return Verdict(run, STALL_CODE, STALL_NAME, Severity.WARNING, "firing", [ep])
+
+
+def _human(text: str) -> str:
+    """Long raw floats in a summary (0.036347159785212316) shortened to 4 significant digits."""
+    import re
+
+    return re.sub(
+        r"(?<![\w.])-?\d+\.\d{5,}(?:e[-+]?\d+)?",
+        lambda m: f"{float(m.group(0)):.4g}",
+        text,
+    )
+
+
+def _notices(follower: Any) -> list[str]:
+    fn = getattr(follower, "notices", None)
+    return fn() if callable(fn) else []
 
 
 def _merge_info(old: RunInfo, new: RunInfo) -> RunInfo:
@@ -318,91 +383,3 @@ def _merge_info(old: RunInfo, new: RunInfo) -> RunInfo:
     if new.decimals is not None:
         merged.decimals = new.decimals
     return merged
-
-
-class _WandbFollower:
-    """A .wandb file or folder, re-read when it grows (records are small; runs few)."""
-
-    def __init__(self, target: str):
-        self.target = target
-        self.sizes: dict[str, int] = {}
-        self.sent: dict[tuple[str, str], int] = {}
-
-    def poll(self) -> RunFrame:
-        from rlwatch.sources import wandb_local
-
-        frames = []
-        for f in wandb_local.run_files(Path(self.target)):
-            size = f.stat().st_size
-            if self.sizes.get(str(f)) == size:
-                continue
-            self.sizes[str(f)] = size
-            frame = wandb_local.load_file(f)
-            (name,) = frame.runs
-            last = self.sent.get((str(f), name))
-            data = frame.data if last is None else frame.data[frame.data["step"] > last]
-            if len(data):
-                self.sent[(str(f), name)] = int(frame.data["step"].max())
-                frames.append(RunFrame(data.reset_index(drop=True), frame.runs))
-        return RunFrame.concat(frames)
-
-
-class _LogDirFollower:
-    """A folder of logs: new log files become new runs."""
-
-    def __init__(self, target: Path, log_format: str | None):
-        self.target, self.log_format = target, log_format
-        self.followers: dict[Path, Any] = {}
-
-    def poll(self) -> RunFrame:
-        from rlwatch.sources import logs
-
-        for f in logs.log_files(self.target):
-            if f not in self.followers:
-                try:
-                    fmt = self.log_format or logs.sniff(f)
-                except RlwatchError:
-                    continue  # not a log (yet); looked at again next poll
-                self.followers[f] = logs.Follower(f, fmt)
-        return RunFrame.concat([fol.poll() for fol in self.followers.values()])
-
-
-class _DirFollower:
-    """A folder: TensorBoard runs, W&B run folders and log files, as they appear."""
-
-    def __init__(self, target: Path, log_format: str | None):
-        from rlwatch.sources import tensorboard
-
-        self.tb = tensorboard.Follower(target)
-        self.logs = _LogDirFollower(target, log_format)
-        self.wandb = _WandbFollower(str(target))
-
-    def poll(self) -> RunFrame:
-        return RunFrame.concat([self.tb.poll(), self.logs.poll(), self.wandb.poll()])
-
-
-def _follower(target: str, log_format: str | None, tracking_uri: str | None) -> Any:
-    from rlwatch.errors import UsageError
-    from rlwatch.sources import logs, tensorboard, wandb_api
-
-    if target.startswith("mlflow:"):
-        from rlwatch.sources import mlflow_source
-
-        return mlflow_source.Follower(
-            target[len("mlflow:") :].strip("/"), mlflow_source.tracking_uri(tracking_uri)
-        )
-    if wandb_api.parse(target) is not None:
-        raise UsageError(
-            f"{target}: following W&B server runs is not supported; follow the "
-            "run's local wandb/ folder instead"
-        )
-    path = Path(target)
-    if not path.exists():
-        raise UsageError(f"{target}: no such file or directory")
-    if path.is_dir():
-        return _DirFollower(path, log_format)
-    if tensorboard.is_event_file(path) and log_format is None:
-        return tensorboard.Follower(path)
-    if path.suffix == ".wandb":
-        return _WandbFollower(target)
-    return logs.Follower(path, log_format)

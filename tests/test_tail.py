@@ -38,7 +38,7 @@ def test_tail_sees_every_row_once_while_writers_append(tmp_path: Path) -> None:
     first = tb / "events.out.tfevents.1700000000.host"
     first.write_bytes(b"")
     jsonl.write_text("")
-    watch = Watch([str(tmp_path / "logs")], RULES, stale_after=3600)
+    watch = Watch([str(tb.parent / "grpo"), str(jsonl)], RULES, stale_after=3600, keep_rows=True)
     events: list = []
     done = threading.Event()
 
@@ -91,9 +91,12 @@ def test_idle_polls_read_and_evaluate_nothing(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES / "grpo-healthy", tmp_path / "run")
     watch = Watch([str(tmp_path)], RULES)
     watch.poll()
-    before = {k: v for k, v in watch.runs["run"].verdicts.items()}
+    before = [v.to_dict() for v in watch.verdicts()]
+    evaluated = watch.evaluations
+    assert evaluated > 0
     assert watch.poll() == []
-    assert watch.runs["run"].verdicts == before
+    assert watch.evaluations == evaluated  # evaluated nothing new
+    assert [v.to_dict() for v in watch.verdicts()] == before
 
 
 def test_stale_runs_and_vanished_sources_are_reported_not_fatal(tmp_path: Path) -> None:
@@ -105,8 +108,8 @@ def test_stale_runs_and_vanished_sources_are_reported_not_fatal(tmp_path: Path) 
     (stale,) = watch.poll()
     assert stale.kind == "stale" and "no update for" in stale.message
     log.unlink()
-    (err,) = watch.poll()
-    assert err.kind == "source-error" and "no such file" in err.message
+    (gone,) = watch.poll()
+    assert gone.kind == "file" and "deleted or moved away" in gone.message
     assert watch.poll() == []  # said once
 
 

@@ -52,6 +52,32 @@ def tail(
             "--stale-after", help="Seconds without an update before a run is called stale."
         ),
     ] = 300.0,
+    wait: Annotated[
+        float,
+        typer.Option(
+            "--wait",
+            help="Seconds to wait for the first record before giving up with exit 2.",
+        ),
+    ] = 600.0,
+    stall_factor: Annotated[
+        float,
+        typer.Option(
+            "--stall-factor",
+            help="throughput.stalled fires after this many median step intervals without a step.",
+        ),
+    ] = 10.0,
+    stall_floor: Annotated[
+        float,
+        typer.Option("--stall-floor", help="... and never before this many seconds."),
+    ] = 120.0,
+    width: Annotated[
+        int | None,
+        typer.Option(
+            "--width",
+            help="Width of the dashboard and of piped output [default: the terminal, "
+            "$COLUMNS, or no wrapping when piped].",
+        ),
+    ] = None,
     plain: Annotated[
         bool, typer.Option("--plain", help="One line per state change even on a terminal.")
     ] = False,
@@ -75,18 +101,51 @@ def tail(
     from rlwatch.severity import Severity
 
     with user_errors():
+        from rlwatch import config
         from rlwatch.engine.rules import load_rules
         from rlwatch.engine.select import select as choose
         from rlwatch.live import Watch
 
+        cfg = config.find()  # the same resolution as diagnose: flags > rlwatch.toml > pyproject
         watch = Watch(
             targets,
-            choose(load_rules(rules), select, ignore),
-            log_format=log_format,
+            choose(
+                load_rules(cfg.get("rules", rules)),
+                cfg.get("select", select),
+                cfg.get("ignore", ignore),
+            ),
+            log_format=cfg.get("log_format", log_format),
             tracking_uri=tracking_uri,
             stale_after=stale_after,
+            stall_factor=stall_factor,
+            stall_floor=stall_floor,
         )
     tty = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and not plain
+    if width is None and os.environ.get("COLUMNS", "").isdigit():
+        width = int(os.environ["COLUMNS"])
+    said_waiting = False
+
+    def waited() -> None:
+        """'waiting for the first record' once; exit 2 when --once or --wait runs out."""
+        nonlocal said_waiting
+        if not watch.waiting:
+            return
+        if once:
+            typer.echo(f"rlwatch: error: nothing readable in {', '.join(targets)}", err=True)
+            raise typer.Exit(ExitCode.FAILED)
+        if not said_waiting:
+            said_waiting = True
+            typer.echo(
+                f"rlwatch: waiting for the first record in {', '.join(targets)} "
+                f"(giving up after {wait:g}s)",
+                err=True,
+            )
+        if time.time() - watch.started >= wait:
+            typer.echo(
+                f"rlwatch: error: no record in {', '.join(targets)} after {wait:g}s", err=True
+            )
+            raise typer.Exit(ExitCode.FAILED)
+
     exit_rank = Severity.parse(exit_on.value) if exit_on else None
     alert_rank = Severity.parse(alert_on.value)
 
@@ -95,7 +154,8 @@ def tail(
         stop = False
         for ev in events:
             if not tty:
-                print(ev.line(), flush=True)
+                line = ev.line()
+                print(line if width is None else _fit(line, width), flush=True)
             v = ev.verdict
             if ev.kind != "fired" or v is None:
                 continue
@@ -110,9 +170,10 @@ def tail(
         if once or not tty:
             while True:
                 stop = handle(watch.poll())
+                waited()
                 if once:
                     if tty:
-                        _print_dashboard(watch, interval)
+                        _print_dashboard(watch, None, width)
                     raise typer.Exit(ExitCode.UNHEALTHY if stop else ExitCode.HEALTHY)
                 if stop:
                     print(
@@ -131,8 +192,11 @@ def tail(
         with Live(console=console, auto_refresh=False, screen=False) as live:
             while True:
                 stop = handle(watch.poll())
+                waited()
                 live.update(
-                    dashboard(watch.snapshot(), interval=interval, width=console.size.width),
+                    dashboard(
+                        watch.snapshot(), interval=interval, width=width or console.size.width
+                    ),
                     refresh=True,
                 )
                 if stop:
@@ -144,13 +208,18 @@ def tail(
         raise typer.Exit(ExitCode.HEALTHY) from None
 
 
-def _print_dashboard(watch, interval: float) -> None:
+def _print_dashboard(watch, interval: float | None, width: int | None) -> None:
     from rich.console import Console
 
     from rlwatch.render.dashboard import dashboard
 
-    console = Console()
+    console = Console(width=width)
     console.print(dashboard(watch.snapshot(), interval=interval, width=console.size.width))
+
+
+def _fit(line: str, width: int) -> str:
+    """A plain line cut to `width` columns (with an ellipsis), never wrapped."""
+    return line if len(line) <= width else line[: max(1, width - 1)] + "…"
 
 
 def _alert(command: str, verdict) -> None:

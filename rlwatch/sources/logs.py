@@ -396,9 +396,13 @@ class Follower:
         self.sent = 0
         self.last_step: int | None = None
         self._stamp: tuple[float, int] | None = None
+        self.tail: Any = None
+
+    def notices(self) -> list[str]:
+        return self.tail.notices() if self.tail is not None else []
 
     def poll(self) -> RunFrame:
-        if not self.path.exists():
+        if not self.path.exists() and self.tail is None:
             raise SourceError(f"{self.path}: no such file")
         if self.fmt is None:
             self.fmt = sniff(self.path) if self.path.stat().st_size else None
@@ -408,14 +412,13 @@ class Follower:
             return self._poll_json()
         if self.parser is None:
             self.parser = _line_parser(self.fmt, self.rows)
-        with open(self.path, "rb") as f:
-            f.seek(self.offset)
-            data = f.read()
-        end = data.rfind(b"\n")
-        if end < 0:
+        if self.tail is None:
+            from rlwatch.sources._filetail import FileTail
+
+            self.tail = FileTail(self.path)  # by inode and name: rotation, copytruncate, ...
+        chunk = self.tail.read().decode("utf-8", "replace")
+        if not chunk:
             return RunFrame.empty()
-        chunk = data[: end + 1].decode("utf-8", "replace")
-        self.offset += end + 1
         for line in chunk.split("\n")[:-1]:
             self.parser.feed(line, 0)
         return self._delta()

@@ -1,0 +1,153 @@
+"""Following one growing text file by inode and name, as `tail -F` does, without losing or
+repeating a line.
+
+- rotation (the file is renamed and a new one created under the name): the rest of the old
+  file is read through the descriptor still open on it, then the new file from its start;
+- copytruncate (copied, then truncated in place): the lines written between the last read and
+  the truncation are read from the copy (a sibling named `<name>.*` whose bytes up to the
+  offset match), then the file from its start;
+- recreate (deleted and written again): the new file is read from its start;
+- deletion: the rest of the old file is read; the name is watched until it comes back.
+
+Each case is reported once, as one line, through `notices()`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+class FileTail:
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd: int | None = None
+        self.ino: tuple[int, int] | None = None
+        self.offset = 0  # bytes of the open file consumed (complete lines handed out)
+        self.pending = b""  # a partial last line, kept for the next read
+        self.head = b""  # the file's first bytes, to recognise its copy after copytruncate
+        self.gone = False
+        self._notices: list[str] = []
+
+    def notices(self) -> list[str]:
+        out, self._notices = self._notices, []
+        return out
+
+    def exists(self) -> bool:
+        return self.fd is not None or self.path.exists()
+
+    def _open(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return False
+        st = os.fstat(fd)
+        self.fd, self.ino, self.offset, self.pending, self.head = (
+            fd,
+            (st.st_dev, st.st_ino),
+            0,
+            b"",
+            b"",
+        )
+        return True
+
+    def _drain(self) -> bytes:
+        """Everything from the offset to the end of the open file."""
+        assert self.fd is not None
+        chunks = []
+        while True:
+            b = os.pread(self.fd, 1 << 20, self.offset + sum(len(c) for c in chunks))
+            if not b:
+                break
+            chunks.append(b)
+        data = b"".join(chunks)
+        if len(self.head) < 4096 and self.offset < 4096:
+            self.head = (self.head + data)[:4096]
+        return data
+
+    def _close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+        self.fd = None
+
+    def read(self) -> bytes:
+        """The complete lines appended since the last read (a partial last line waits)."""
+        out = b""
+        if self.fd is None and not self._open():
+            if not self.gone:
+                self.gone = True
+            return b""
+        try:
+            st = os.stat(self.path)
+            here: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except OSError:
+            here, st = None, None
+        if here == self.ino and st is not None and st.st_size < self.offset + len(self.pending):
+            # truncated in place: first whatever the copy holds beyond what we read
+            rest, copy = self._from_copy()
+            out += self._lines(rest, final=True)
+            self.offset, self.pending, self.head = 0, b"", b""
+            where = f" ({len(rest)} bytes read from the copy {copy.name})" if copy else ""
+            self._notices.append(f"{self.path}: truncated in place (copytruncate){where}")
+        if here != self.ino:
+            data = self._drain()  # the rest of the old file, through the open descriptor
+            out += self._lines(data, final=True)
+            self._close()
+            if here is None:
+                if not self.gone:
+                    self.gone = True
+                    self._notices.append(f"{self.path}: deleted or moved away; waiting for it")
+                return out
+            moved = _renamed_to(self.path, self.ino)
+            what = f"rotated to {moved.name}" if moved else "recreated"
+            self._notices.append(f"{self.path}: {what}; reading the new file from its start")
+            self.gone = False
+            if not self._open():
+                return out
+        elif self.gone:
+            self.gone = False
+        elif self.head and os.pread(self.fd, len(self.head), 0) != self.head:
+            # rewritten in place past the old offset: read it from its start
+            self.offset, self.pending, self.head = 0, b"", b""
+            self._notices.append(f"{self.path}: rewritten in place; reading it from its start")
+        data = self._drain()
+        return out + self._lines(data, final=False)
+
+    def _lines(self, data: bytes, *, final: bool) -> bytes:
+        self.offset += len(data)
+        data = self.pending + data
+        if final:
+            self.pending = b""
+            return data if not data or data.endswith(b"\n") else data + b"\n"
+        end = data.rfind(b"\n")
+        if end < 0:
+            self.pending = data
+            return b""
+        self.pending = data[end + 1 :]
+        return data[: end + 1]
+
+    def _from_copy(self) -> tuple[bytes, Path | None]:
+        consumed = self.offset
+        for sib in sorted(
+            self.path.parent.glob(self.path.name + ".*"), key=lambda p: -p.stat().st_mtime
+        ):
+            try:
+                with open(sib, "rb") as f:
+                    if f.read(len(self.head)) != self.head:
+                        continue
+                    f.seek(consumed)
+                    return f.read(), sib
+            except OSError:
+                continue
+        return b"", None
+
+
+def _renamed_to(path: Path, ino: tuple[int, int] | None) -> Path | None:
+    try:
+        for sib in path.parent.iterdir():
+            st = sib.stat()
+            if (st.st_dev, st.st_ino) == ino:
+                return sib
+    except OSError:
+        pass
+    return None
