@@ -23,77 +23,39 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlwatch.engine.conditions import Context, Skip, _held, evaluate, metrics_of
+from rlwatch.engine.conditions import Context, Skip, _held, build_context, evaluate, metrics_of
 from rlwatch.engine.evaluate import Episode, Verdict, _checks, _episode, render_summary
+from rlwatch.engine.registry import Node, walk
 from rlwatch.engine.rules import Rule, RuleSet
 from rlwatch.frame import RunInfo
 
-DEFAULT_SPIKE_WINDOW = 20  # the spike kind's default `window` (conditions.spike)
 MARGIN = 8  # extra logged values kept beyond the computed look-back
 
 
-def lookback(condition: dict[str, Any]) -> int | None:
-    """Logged values before the current one that a condition reads (None: the whole history).
-
-    A kind registered with a `lookback(spec)` attribute answers for itself; unknown kinds are
-    given the whole history (exact, only slower).
-    """
-    ((kind, spec),) = condition.items()
-    if kind in ("all", "any"):
-        parts = [lookback(c) for c in spec]
-        return None if any(p is None for p in parts) else max(parts, default=0)
-    if kind == "count":
-        inner = lookback(spec["of"])
-        return None if inner is None else inner + int(spec["within"])
-    try:
-        from rlwatch.engine import conditions
-
-        registered = getattr(getattr(conditions, "KINDS", {}).get(kind), "lookback", None)
-    except Exception:  # pragma: no cover - a registry that cannot be asked
-        registered = None
-    if callable(registered):
-        return registered(spec)
-    if kind in ("threshold", "nonfinite"):
-        return 1
-    if kind == "spike":
-        return int(spec.get("window", DEFAULT_SPIKE_WINDOW)) + 1
-    if kind == "trend":
-        return int(spec["window"]) + 1
-    if kind == "stuck":
-        return int(spec["steps"]) + 1
-    if kind == "relative":
-        return 1  # the early level comes from the head the evaluator keeps
-    return None  # stall (expanding median over every step before) and unknown kinds
+def lookback(node: Node) -> int | None:
+    """Logged values before the current one that a condition reads (None: the whole history),
+    as each kind declares it in the registry."""
+    return node.lookback()
 
 
 def rule_lookback(rule: Rule) -> int | None:
-    lb = lookback(rule.when)
-    return None if lb is None else lb + rule.for_ + rule.keep_firing_for + 2
+    """A rule's look-back: its condition's, plus `for` and `keep_firing_for` (signal steps)."""
+    lb = rule.when.lookback()
+    return None if lb is None else lb + 1 + rule.for_ + rule.keep_firing_for + 2
 
 
-def _head_of(condition: dict[str, Any]) -> dict[str, int]:
+def _head_of(node: Node) -> dict[str, int]:
     """metric -> first logged values a condition keeps for the run's early level."""
-    ((kind, spec),) = condition.items()
-    if kind in ("all", "any"):
-        out: dict[str, int] = {}
-        for c in spec:
-            for m, n in _head_of(c).items():
-                out[m] = max(out.get(m, 0), n)
-        return out
-    if kind == "count":
-        return _head_of(spec["of"])
-    if kind == "relative":
-        return {spec["metric"]: int(spec.get("first_steps", 10))}
-    return {}
+    out: dict[str, int] = {}
+    for n in walk(node):
+        if not any(True for _ in n.children()) and n.head() > 0:
+            for m in n.metrics():
+                out[m] = max(out.get(m, 0), n.head())
+    return out
 
 
-def _uses_wall(condition: dict[str, Any]) -> bool:
-    ((kind, spec),) = condition.items()
-    if kind in ("all", "any"):
-        return any(_uses_wall(c) for c in spec)
-    if kind == "count":
-        return _uses_wall(spec["of"])
-    return kind == "stall"
+def _uses_wall(node: Node) -> bool:
+    return any(n.KIND == "stall" for n in walk(node))
 
 
 @dataclass
@@ -307,13 +269,13 @@ class Evaluator:
             else np.empty(0, np.int64)
         )
         matrix = np.full((union.size, len(parts)), np.nan)
-        nonfinite: dict[str, pd.Index] = {}
+        nonfinite: dict[str, np.ndarray] = {}
         for j, (m, (s, v)) in enumerate(parts.items()):
             pos = np.searchsorted(union, s)
             bad = ~np.isfinite(v)
             matrix[pos, j] = np.where(bad, np.nan, v)
             if bad.any():
-                nonfinite[m] = pd.Index(s[bad])
+                nonfinite[m] = s[bad]
         wide = pd.DataFrame(matrix, index=pd.Index(union, name="step"), columns=list(parts))
         trimmed = any(c.dropped for c in self.cols.values())
         early = None
@@ -325,14 +287,14 @@ class Evaluator:
             return pd.Series(wv, index=ws, dtype=float)
 
         info = self.info
-        return Context(
+        return build_context(
             wide,
             nonfinite,
-            wall,
-            list(self.restarts),
-            info.decimals if info is not None else None,
-            dict(info.metrics) if info is not None else {},
-            early,
+            restarts=self.restarts,
+            decimals=info.decimals if info is not None else None,
+            tags=info.metrics if info is not None else None,
+            wall=wall,
+            early=early,
         )
 
     def _early(self) -> pd.DataFrame:
