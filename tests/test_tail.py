@@ -151,19 +151,22 @@ def test_on_alert_gets_the_verdict_as_json_and_env(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
-def test_the_tty_dashboard_under_tmux(tmp_path: Path) -> None:
-    session = f"rlwatch-{os.getpid()}"
+@pytest.mark.parametrize("columns", [120, 80])
+def test_the_tty_dashboard_under_tmux(tmp_path: Path, columns: int) -> None:
+    session = f"rlwatch-{os.getpid()}-{columns}"
     shutil.copytree(FIXTURES / "grpo-broken", tmp_path / "grpo-broken")
     cmd = f"cd {ROOT} && {sys.executable} -m rlwatch tail {tmp_path} --interval 0.5"
     subprocess.run(
         [
             "tmux",
+            "-L",
+            session,
             "new-session",
             "-d",
             "-s",
             session,
             "-x",
-            "120",
+            str(columns),
             "-y",
             "40",
             "bash",
@@ -177,23 +180,33 @@ def test_the_tty_dashboard_under_tmux(tmp_path: Path) -> None:
         for _ in range(60):
             time.sleep(0.5)
             screen = subprocess.run(
-                ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+                ["tmux", "-L", session, "capture-pane", "-p", "-t", session],
+                capture_output=True,
+                text=True,
             ).stdout
             if "firing" in screen and "grpo-broken" in screen:
                 break
         assert "rlwatch tail: 1 run(s)" in screen
-        assert "grpo-broken" in screen and "ST03" in screen and "steps/min" in screen
-        subprocess.run(["tmux", "send-keys", "-t", session, "C-c"], check=True)
+        assert "grpo-broken" in screen and "ST03" in screen and "240" in screen
+        # per run: step, rate, firing verdicts and the key metrics, even at 80 columns
+        assert "steps/min" in screen if columns > 100 else "step 240" in screen
+        for short in ("entropy", "kl", "grad", "reward", "trunc"):
+            assert short in screen
+        assert max(len(line) for line in screen.splitlines()) <= columns, screen
+        assert "0.0363471" not in screen  # numbers for people, not raw floats
+        subprocess.run(["tmux", "-L", session, "send-keys", "-t", session, "C-c"], check=True)
         for _ in range(20):
             time.sleep(0.3)
             screen = subprocess.run(
-                ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+                ["tmux", "-L", session, "capture-pane", "-p", "-t", session],
+                capture_output=True,
+                text=True,
             ).stdout
             if "EXIT=" in screen:
                 break
         assert "EXIT=0" in screen and "Traceback" not in screen
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        subprocess.run(["tmux", "-L", session, "kill-session", "-t", session], capture_output=True)
 
 
 def test_a_run_followed_from_its_start_keeps_its_early_level(tmp_path: Path) -> None:

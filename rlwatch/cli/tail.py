@@ -121,7 +121,7 @@ def tail(
             stall_floor=stall_floor,
         )
     tty = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and not plain
-    if width is None and os.environ.get("COLUMNS", "").isdigit():
+    if width is None and not tty and os.environ.get("COLUMNS", "").isdigit():
         width = int(os.environ["COLUMNS"])
     said_waiting = False
 
@@ -193,10 +193,9 @@ def tail(
             while True:
                 stop = handle(watch.poll())
                 waited()
+                console.width = w = width or _columns(console)
                 live.update(
-                    dashboard(
-                        watch.snapshot(), interval=interval, width=width or console.size.width
-                    ),
+                    dashboard(watch.snapshot(), interval=interval, width=w),
                     refresh=True,
                 )
                 if stop:
@@ -214,7 +213,17 @@ def _print_dashboard(watch, interval: float | None, width: int | None) -> None:
     from rlwatch.render.dashboard import dashboard
 
     console = Console(width=width)
-    console.print(dashboard(watch.snapshot(), interval=interval, width=console.size.width))
+    w = width or _columns(console)
+    console.width = w
+    console.print(dashboard(watch.snapshot(), interval=interval, width=w))
+
+
+def _columns(console) -> int:
+    """The terminal's own width (resizes included; $COLUMNS is for piped output)."""
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    except OSError:
+        return console.size.width
 
 
 def _fit(line: str, width: int) -> str:
