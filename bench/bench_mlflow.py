@@ -106,8 +106,7 @@ def main() -> None:
     ]:
         print(f"{label:<52}{sec:>9.2f}{n:>10,}")
     print(
-        f"\nspeed-up over the client, http server: {base_rest[0] / rl_rest[0]:5.1f}x "
-        "(target >= 3x)"
+        f"\nspeed-up over the client, http server: {base_rest[0] / rl_rest[0]:5.1f}x (target >= 3x)"
     )
     print(
         f"speed-up over the client, sqlite store: {base_sql[0] / rl_sql[0]:5.1f}x (target >= 20x)"

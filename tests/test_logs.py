@@ -144,7 +144,7 @@ def test_jsonl_with_a_cut_off_last_line_keeps_every_complete_record(tmp_path: Pa
     (info,) = frame.runs.values()
     assert info.source == "verl-jsonl"
     assert frame.steps(info.name) == (5, 0, 4)
-    assert any("the last line is cut off" in w for w in info.warnings)
+    assert any("last line incomplete, not read" in w for w in info.warnings)
 
 
 def test_truncated_trainer_state_keeps_complete_entries(tmp_path: Path) -> None:

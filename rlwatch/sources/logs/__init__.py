@@ -1,0 +1,303 @@
+"""Text and JSON logs: verl console and FileLogger JSONL, transformers/TRL trainer_state.json
+(and JSON arrays of its rows), printed python dicts, notebook progress tables, LLaMA-Factory's
+trainer_log.jsonl, prime-rl's metrics.jsonl, other JSONL with a step field, custom trainers'
+`Name: number` lines, and a user's regex. Sniffed, streamed a block at a time, followed.
+
+Every record that can be read is read; what cannot (a value that is not a number, a step out
+of range) is counted in a warning that says what was lost. A last line without its newline is
+never parsed (it may be a line still being written): a warning says so.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from rlwatch.errors import SourceError, UsageError
+from rlwatch.frame import RunFrame, RunInfo
+from rlwatch.sources.logs import _json, _text, _verl
+from rlwatch.sources.logs._cols import Blocks, Cols
+
+FORMATS = {
+    "verl-console": "verl console log (step:N - key:value - ...)",
+    "verl-jsonl": 'verl FileLogger JSONL ({"step": N, "data": {...}})',
+    "trainer-state": "transformers/TRL trainer_state.json (log_history)",
+    "json-array": 'a JSON array of log_history-style rows ([{"step": N, "loss": ...}, ...])',
+    "python-dicts": "TRL/transformers console capture ({'loss': ...} lines, numbers or strings)",
+    "notebook-table": "a Jupyter notebook's progress table (NotebookProgressCallback; HTML, "
+    "markdown or text)",
+    "llamafactory": "LLaMA-Factory trainer_log.jsonl (current_steps, loss, lr, ...)",
+    "prime-rl": 'prime-rl metrics.jsonl ({"step": N, "time": T, ...})',
+    "jsonl": "JSONL with a step field (Tinker metrics.jsonl, ...)",
+    "kv-pairs": "lines of `Name: number` pairs with a step counter (Epoch:[1/1](120/9751), "
+    "Reward: 0.1, ...)",
+}
+USER_REGEX = "regex:"
+LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".jsonl", ".json", ".ndjson", ".md", ".html"}
+DOCUMENTS = {"trainer-state", "json-array", "notebook-table"}
+MAX_DOCUMENT = 1 << 30  # a JSON/HTML document is read whole: refuse anything larger
+
+
+def _head(path: Path) -> str:
+    with open(path, "rb") as f:
+        return f.read(256 << 10).decode("utf-8", "replace")
+
+
+# -- sniffing and loading ------------------------------------------------------------------
+def sniff(path: Path, head: str | None = None) -> str:
+    """The format of a log file, from its first 256 KiB."""
+    if head is None:
+        head = _head(path)
+    doc = _json.sniff_document(head)
+    if doc:
+        return doc
+    lines = [ln for ln in head.splitlines()[:2000] if ln.strip()]
+    if (
+        lines
+        and (path.suffix in (".html", ".md", ".ipynb") or "<th" in head or "Training Loss" in head)
+        and _text.sniff_notebook(head)
+    ):
+        return "notebook-table"
+    if any(_verl.sniff_line(ln) for ln in lines):
+        return "verl-console"
+    for ln in lines[:5]:
+        try:
+            fmt = _json.sniff_line(_json.loads(ln))
+        except ValueError:
+            continue
+        if fmt:
+            return fmt
+    if any(_text.find_dict(_verl.ANSI.sub("", ln)) for ln in lines if "{'" in ln):
+        return "python-dicts"
+    if _text.sniff_kv(lines):
+        return "kv-pairs"
+    raise SourceError(
+        f"{path}: unrecognised log format (tried: "
+        f"{'; '.join(FORMATS.values())}); force one with --log-format, or give a regex "
+        "with --log-format 'regex:step (?P<step>\\d+) loss (?P<loss>\\S+)'"
+    )
+
+
+def check_format(fmt: str | None) -> None:
+    if fmt is None:
+        return
+    if fmt.startswith(USER_REGEX):
+        _text.user_regex(fmt[len(USER_REGEX) :])
+        return
+    if fmt not in FORMATS:
+        raise UsageError(
+            f"--log-format {fmt!r} is not a known format (valid: {', '.join(FORMATS)}, "
+            "or regex:<pattern with (?P<step>...) and named metric groups>)"
+        )
+
+
+def _line_parser(fmt: str, cols: Cols) -> Any:
+    if fmt.startswith(USER_REGEX):
+        return _text.UserRegex(cols, _text.user_regex(fmt[len(USER_REGEX) :]))
+    if fmt == "verl-console":
+        return _verl.VerlConsole(cols)
+    if fmt in ("verl-jsonl", "jsonl", "llamafactory", "prime-rl"):
+        return _json.JsonLines(cols, fmt)
+    if fmt == "kv-pairs":
+        return _text.KeyValues(cols)
+    return _text.PythonDicts(cols)
+
+
+def _describe(fmt: str) -> str:
+    return FORMATS.get(fmt, f"your regex {fmt[len(USER_REGEX) :]!r}")
+
+
+GENERIC_STEMS = {
+    "metrics",
+    "trainer_state",
+    "trainer_log",
+    "training_logs",
+    "log",
+    "logs",
+    "train",
+    "output",
+    "stdout",
+    "verl_demo",
+    "grpo",
+    "ppo",
+    "run",
+}
+
+
+def run_name(path: Path) -> str:
+    """The file's stem, with its folder when the stem says nothing (metrics, trainer_state)."""
+    stem = path.stem
+    if stem.lower() in GENERIC_STEMS and path.parent.name:
+        return f"{path.parent.name}/{stem}"
+    return stem
+
+
+def _frame(path: Path, fmt: str, cols: Cols, warnings: list[str] | None) -> RunFrame:
+    info = RunInfo(run_name(path), fmt, str(path), files=[str(path)])
+    info.warnings = [] if warnings is None else warnings + cols.warnings(path)
+    info.hparams = dict(cols.facts)
+    if fmt == "verl-console" and cols.numbers_seen and cols.numbers_3dp >= 0.99 * cols.numbers_seen:
+        info.decimals = 3  # verl <= 0.4 printed f"{v:.3f}": 0.000 means below resolution
+    return cols.frame(info)
+
+
+def _read_document(p: Path, fmt: str, cols: Cols, warnings: list[str]) -> None:
+    if p.stat().st_size > MAX_DOCUMENT:
+        raise SourceError(f"{p}: a {fmt} document larger than 1 GiB is not read whole")
+    text = p.read_bytes().decode("utf-8", "replace")
+    if fmt == "notebook-table":
+        _text.read_notebook(text, cols, str(p))
+    else:
+        _json.read_document(text, cols, warnings, str(p))
+
+
+def _partial_warning(p: Path, blocks: Blocks) -> list[str]:
+    out = []
+    if blocks.partial:
+        out.append(
+            f"{p}: last line incomplete, not read ({blocks.partial} bytes without a newline: "
+            "a line still being written, or a cut file)"
+        )
+    if blocks.long_lines:
+        out.append(f"{p}: {blocks.long_lines} line(s) longer than 64 MiB skipped")
+    return out
+
+
+def load_file(path: str | os.PathLike[str], fmt: str | None = None) -> RunFrame:
+    """Read one log file (format sniffed unless given), streaming it a block at a time."""
+    p = Path(path)
+    check_format(fmt)
+    try:
+        fmt = fmt or sniff(p)
+        cols, warnings = Cols(), []
+        if fmt in DOCUMENTS:
+            _read_document(p, fmt, cols, warnings)
+        else:
+            parser = _line_parser(fmt, cols)
+            blocks = Blocks(p)
+            for text in blocks:
+                parser.feed(text, blocks.lineno)
+            parser.finish()
+            warnings += _partial_warning(p, blocks)
+    except OSError as exc:
+        raise SourceError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    except MemoryError:
+        raise SourceError(f"{p}: too large to read in memory") from None
+    if not len(cols):
+        more = f" ({warnings[0]})" if warnings else ""
+        raise SourceError(f"{p}: read as {_describe(fmt)}, but it holds no metrics{more}")
+    return _frame(p, fmt, cols, warnings)
+
+
+def log_files(directory: Path) -> list[Path]:
+    """Candidate log files below a directory (by suffix), in name order."""
+    return sorted(
+        p
+        for p in directory.rglob("*")
+        if p.is_file() and (p.suffix in LOG_SUFFIXES or p.name.endswith(".log.txt"))
+    )
+
+
+def load_dir(directory: Path, fmt: str | None = None) -> RunFrame:
+    """Every readable log file below a directory is a run; the others are named in a warning."""
+    frames, unread = [], []
+    for f in log_files(directory):
+        try:
+            frames.append(load_file(f, fmt))
+        except SourceError as exc:
+            unread.append(str(exc))
+    if not frames:
+        raise SourceError(
+            f"{directory}: no TensorBoard event files and no readable logs in it "
+            f"or below ({len(unread)} candidate file(s) unrecognised)"
+        )
+    names: dict[str, int] = {}
+    out = []
+    for frame in frames:
+        (name,) = frame.runs
+        if name in names:
+            info = frame.runs[name]
+            frame = frame.renamed({name: str(Path(info.address).relative_to(directory))})
+        names[name] = 1
+        out.append(frame)
+    merged = RunFrame.concat(out)
+    if unread:
+        first = next(iter(merged.runs.values()))
+        first.warnings.extend(f"not a run: {u}" for u in unread)
+    return merged
+
+
+class Follower:
+    """Follows a growing log file: each poll reads new complete lines only, and leaves a line
+    still being written for the next poll (whole documents -- trainer_state.json, rewritten at
+    each checkpoint, a JSON array, a notebook table -- are re-read when they change and only
+    new steps returned)."""
+
+    def __init__(self, path: str | os.PathLike[str], fmt: str | None = None):
+        self.path = Path(path)
+        check_format(fmt)
+        self.fmt = fmt
+        self.offset = 0
+        self.parser: Any = None
+        self.cols = Cols()
+        self.last_step: int | None = None
+        self._stamp: tuple[float, int] | None = None
+        self.lineno = 1
+
+    def poll(self) -> RunFrame:
+        if not self.path.exists():
+            raise SourceError(f"{self.path}: no such file")
+        if self.fmt is None:
+            self.fmt = sniff(self.path) if self.path.stat().st_size else None
+            if self.fmt is None:
+                return RunFrame.empty()
+        if self.fmt in DOCUMENTS:
+            return self._poll_document()
+        if self.parser is None:
+            self.parser = _line_parser(self.fmt, self.cols)
+        blocks = Blocks(self.path, self.offset)
+        blocks.lineno = self.lineno
+        for text in blocks:
+            self.parser.feed(text, blocks.lineno)
+        self.offset, self.lineno = blocks.offset, blocks.lineno
+        return self._delta()
+
+    def _poll_document(self) -> RunFrame:
+        st = self.path.stat()
+        stamp = (st.st_mtime, st.st_size)
+        if stamp == self._stamp:
+            return RunFrame.empty()
+        self._stamp = stamp
+        cols, warnings = Cols(), []
+        _read_document(self.path, self.fmt or "", cols, warnings)
+        keep = [i for i, s in enumerate(cols.steps) if self.last_step is None or s > self.last_step]
+        for i in keep:
+            self.cols.add(cols.steps[i], cols.tags[cols.codes[i]], cols.values[i])
+        return self._delta()
+
+    def _delta(self) -> RunFrame:
+        if not len(self.cols):
+            return RunFrame.empty()
+        self.last_step = max(self.cols.steps)
+        frame = _frame(self.path, self.fmt or "", self.cols, None)
+        self.cols.clear_rows()
+        return frame
+
+
+def iter_formats() -> Iterable[str]:
+    return FORMATS.keys()
+
+
+__all__ = [
+    "FORMATS",
+    "Follower",
+    "check_format",
+    "iter_formats",
+    "load_dir",
+    "load_file",
+    "log_files",
+    "run_name",
+    "sniff",
+]

@@ -1,0 +1,266 @@
+"""Columns: the rows a log parser reads, kept as typed arrays (no per-row objects), plus what
+was dropped and why. And the block reader every line format streams through."""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from rlwatch.frame import RunFrame, RunInfo
+from rlwatch.sources._rows import STEP_KEYS
+
+MAX_STEP = 2**63 - 1
+BLOCK = 4 << 20  # bytes read at a time
+MAX_LINE = 64 << 20  # a longer line is skipped (and named in a warning), never held whole
+
+
+class Cols:
+    """Rows in write order, column by column: tag codes, steps, values, wall times."""
+
+    def __init__(self) -> None:
+        self.tags: list[str] = []
+        self.index: dict[str, int] = {}
+        self.codes = array("i")
+        self.steps = array("q")
+        self.values = array("d")
+        self.walls: array | None = None  # created when a source has a wall time
+        self.skipped: dict[str, int] = {}  # reason -> count
+        self.examples: dict[str, list[str]] = {}  # reason -> a few keys it hit
+        self.notes: list[str] = []  # warnings said as they are
+        self.facts: dict[str, object] = {}
+        self.numbers_seen = 0
+        self.numbers_3dp = 0
+        self.fractional: list[float] = []  # a few fractional steps seen
+        self.n_fractional = 0
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def code(self, key: str) -> int:
+        c = self.index.get(key)
+        if c is None:
+            c = self.index[key] = len(self.tags)
+            self.tags.append(key)
+        return c
+
+    def add(self, step: int, key: str, value: float, wall: float = math.nan) -> None:
+        self.codes.append(self.code(key))
+        self.steps.append(step)
+        self.values.append(value)
+        if self.walls is not None:
+            self.walls.append(wall)
+        elif wall == wall:  # the first wall time: earlier rows had none
+            self.walls = array("d", [math.nan]) * (len(self.values) - 1)
+            self.walls.append(wall)
+
+    def add_row(self, step: int, codes: array, values: Any, wall: float = math.nan) -> None:
+        """One record of several values whose codes are known (`values` iterable of floats)."""
+        n0 = len(self.values)
+        try:
+            self.values.extend(values)
+        except (TypeError, OverflowError, ValueError):
+            del self.values[n0:]
+            raise
+        self.codes.extend(codes)
+        n = len(self.values) - n0
+        self.steps.extend(array("q", [step]) * n)
+        if self.walls is not None or wall == wall:
+            if self.walls is None:
+                self.walls = array("d", [math.nan]) * n0
+            self.walls.extend(array("d", [wall]) * n)
+
+    def skip(self, reason: str, n: int = 1, key: str | None = None) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + n
+        if key is not None:
+            seen = self.examples.setdefault(reason, [])
+            if key not in seen and len(seen) < 3:
+                seen.append(key[:80])
+
+    def value(self, key: str, v: object) -> float | None:
+        """A logged value as a float, or None (counted) when it is not a number."""
+        if isinstance(v, bool):
+            self.skip("boolean values", key=key)
+            return None
+        if isinstance(v, float):
+            return v
+        if isinstance(v, int):
+            try:
+                return float(v)
+            except OverflowError:
+                self.skip("integers beyond float range (read as +-inf)", key=key)
+                return math.inf if v > 0 else -math.inf
+        if isinstance(v, str):
+            try:
+                return float(v)
+            except ValueError:
+                pass
+        self.skip("non-numeric values", key=key)
+        return None
+
+    def add_mapping(
+        self,
+        step: int,
+        data: dict[str, Any],
+        prefix: str = "",
+        *,
+        none: str = "nan",
+        wall: float = math.nan,
+        drop: frozenset[str] | set[str] = frozenset(),
+        depth: int = 0,
+    ) -> None:
+        """A record's numbers; nested dicts flatten to `a/b`. `none`: "nan" (verl's FileLogger
+        writes NaN as null) or "skip" (null means "not logged in this record")."""
+        for key, v in data.items():
+            key = str(key)
+            if not prefix and (key in STEP_KEYS or key in drop):
+                continue
+            name = f"{prefix}{key}"
+            if v is None:
+                if none == "nan":
+                    self.add(step, name, math.nan, wall)
+            elif isinstance(v, dict):
+                if depth < 8:
+                    self.add_mapping(step, v, f"{name}/", none=none, wall=wall, depth=depth + 1)
+                else:
+                    self.skip("values nested too deep", key=name)
+            elif isinstance(v, str) and not _numeric_text(v):
+                self.skip("non-numeric values", key=name)
+            else:
+                x = self.value(name, v)
+                if x is not None:
+                    self.add(step, name, x, wall)
+
+    def step(self, x: object) -> int | None:
+        """A step as logged -> an int64 step, or None (counted) when it cannot be one."""
+        if isinstance(x, bool) or not isinstance(x, int | float):
+            return None
+        if isinstance(x, float):
+            if not math.isfinite(x):
+                self.skip("records with a NaN/inf step")
+                return None
+            if x != math.floor(x):
+                self.n_fractional += 1
+                if len(self.fractional) < 3:
+                    self.fractional.append(x)
+            try:
+                x = int(x)
+            except (OverflowError, ValueError):
+                self.skip("records with a step out of range (0 <= step < 2**63)")
+                return None
+        if not 0 <= x <= MAX_STEP:
+            self.skip("records with a step out of range (0 <= step < 2**63)")
+            return None
+        return x
+
+    def step_text(self, digits: str) -> int | None:
+        """A step printed as decimal digits (a regex group of \\d+)."""
+        if len(digits) > 19 or int(digits) > MAX_STEP:
+            self.skip("records with a step out of range (0 <= step < 2**63)")
+            return None
+        return int(digits)
+
+    def warnings(self, where: object) -> list[str]:
+        """One line per kind of value that was not read, with a few of the keys it hit."""
+        out = [f"{where}: {n}" for n in self.notes]
+        if self.n_fractional:
+            ex = ", ".join(f"{x:g}" for x in self.fractional)
+            out.append(
+                f"{where}: {self.n_fractional} records have a fractional step (e.g. {ex}); "
+                "read at the step's integer part, so records that share it replace each other"
+            )
+        for reason, n in self.skipped.items():
+            keys = self.examples.get(reason)
+            out.append(
+                f"{where}: {n} {reason} ignored"
+                + (f" (keys: {', '.join(keys)}{', ...' if n > len(keys) else ''})" if keys else "")
+            )
+        return out
+
+    def clear_rows(self) -> None:
+        """Forget the rows (kept: the tag table, so codes stay valid; used by followers)."""
+        self.codes, self.steps, self.values = array("i"), array("q"), array("d")
+        if self.walls is not None:
+            self.walls = array("d")
+
+    def frame(self, info: RunInfo) -> RunFrame:
+        n = len(self.values)
+        walls = (
+            np.frombuffer(self.walls, dtype=np.float64)
+            if self.walls is not None
+            else np.full(n, np.nan)
+        )
+        return RunFrame.from_arrays(
+            info,
+            self.tags,
+            np.frombuffer(self.codes, dtype=np.int32) if n else np.zeros(0, np.int32),
+            np.frombuffer(self.steps, dtype=np.int64) if n else np.zeros(0, np.int64),
+            np.frombuffer(self.values, dtype=np.float64) if n else np.zeros(0),
+            walls if n else np.zeros(0),
+        )
+
+
+def _numeric_text(s: str) -> bool:
+    """A string that is a number as printed (transformers prints floats as '0.03797')."""
+    if len(s) > 64:
+        return False
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+class Blocks:
+    """Complete lines of a file, a block at a time, from a byte offset. What follows the last
+    newline (a line still being written, or a cut file) is never parsed: `partial` says how
+    many bytes it holds once the file is read to its end."""
+
+    def __init__(self, path: Any, offset: int = 0, block: int = BLOCK):
+        self.path, self.offset, self.block = path, offset, block
+        self.partial = 0
+        self.long_lines = 0
+        self.lineno = 1  # the line number the next block starts at
+
+    def __iter__(self) -> Iterator[str]:
+        carry = b""
+        dropping = False
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            while True:
+                data = f.read(self.block)
+                if not data:
+                    break
+                if dropping:  # inside a line too long to hold: skip to its end
+                    nl = data.find(b"\n")
+                    if nl < 0:
+                        self.offset += len(data)
+                        continue
+                    self.offset += nl + 1
+                    self.lineno += 1
+                    data, dropping = data[nl + 1 :], False
+                buf = carry + data if carry else data
+                cut = buf.rfind(b"\n")
+                if cut < 0:
+                    carry = buf
+                    if len(carry) > MAX_LINE:
+                        self.long_lines += 1
+                        self.offset += len(carry)
+                        carry, dropping = b"", True
+                    continue
+                carry = buf[cut + 1 :]
+                text = buf[: cut + 1].decode("utf-8", "replace")
+                self.offset += cut + 1
+                yield text
+                self.lineno += text.count("\n")
+        self.partial = len(carry)
+        if dropping:
+            self.partial = 0
+
+
+def lines(text: str) -> list[str]:
+    """The lines of a block of complete lines (each ended by a newline)."""
+    return text.split("\n")[:-1]

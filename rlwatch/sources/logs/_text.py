@@ -1,0 +1,358 @@
+"""Console text that is not verl's: dicts printed by transformers/TRL, a Jupyter notebook's
+progress table (transformers' NotebookProgressCallback), custom trainers' `Name: number` lines
+with a step counter, and a user's own regex (`--log-format 'regex:...'`).
+
+Every pattern here is linear in its input: no nested or overlapping quantifiers, starts pinned
+by a look-behind, and ends found with str methods rather than by backtracking.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+from array import array
+from html.parser import HTMLParser
+from typing import Any
+
+from rlwatch.errors import UsageError
+from rlwatch.sources.logs._cols import Cols, lines
+from rlwatch.sources.logs._verl import ANSI, literal_dict
+
+# -- transformers / TRL printed dicts ------------------------------------------------------
+DICT_START = re.compile(r"\{'[^'\n]{1,200}': ")
+NOT_METRICS = re.compile(r"(?:[\w)\]]:\s+|=\s*)$")  # `Updated tokens: {...}`, `cfg = {...}`
+
+
+def find_dict(line: str) -> str | None:
+    """The printed dict on a console line: a line of its own (after any tqdm bar, carriage
+    return, ANSI colour or logging prefix), never the value of a `label: {...}`."""
+    m = DICT_START.search(line)
+    if not m:
+        return None
+    end = line.rfind("}")
+    if end < m.start():
+        return None
+    head = line[: m.start()]
+    if "\r" in head:
+        head = head[head.rfind("\r") + 1 :]
+    if NOT_METRICS.search(head[-100:]):
+        return None
+    return line[m.start() : end + 1]
+
+
+class PythonDicts:
+    """Dicts printed by transformers' ProgressCallback/PrinterCallback (newer versions print
+    every float as a string: {'loss': '0.03797', 'epoch': '0.05'}); tqdm bars in between."""
+
+    fmt = "python-dicts"
+
+    def __init__(self, cols: Cols):
+        self.cols = cols
+        self.ordinal = 0
+        self.ordinal_steps = False
+
+    def feed(self, text: str, lineno: int = 0) -> None:
+        if "{'" not in text:
+            return
+        if "\x1b" in text:
+            text = ANSI.sub("", text)
+        for line in lines(text):
+            body = find_dict(line) if "{'" in line else None
+            if body is not None:
+                self.record(body)
+
+    def record(self, body: str) -> None:
+        cols = self.cols
+        d = literal_dict(body)
+        if d is None:
+            cols.skip("printed dicts that could not be read")
+            return
+        if "train_runtime" in d or "train_loss" in d:
+            cols.facts.update({f"summary/{k}": _fact(v) for k, v in d.items()})
+            return
+        if not any(_numberish(v) for k, v in d.items() if k != "step"):
+            cols.skip("printed dicts without a number")
+            return
+        step = cols.step(d["step"]) if _int_like(d.get("step")) else None
+        if step is None:
+            self.ordinal += 1
+            step, self.ordinal_steps = self.ordinal, True
+        cols.add_mapping(step, d)
+
+    def finish(self) -> None:
+        if self.ordinal_steps:
+            self.cols.facts["steps"] = "log ordinals (the printed dicts carry no step)"
+
+
+def _fact(v: Any) -> Any:
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return v
+    return v
+
+
+def _numberish(v: Any) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int | float):
+        return True
+    if isinstance(v, str) and len(v) < 64:
+        try:
+            float(v)
+        except ValueError:
+            return False
+        return True
+    return False
+
+
+def _int_like(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# -- a Jupyter notebook's progress table ---------------------------------------------------
+class _Tables(HTMLParser):
+    """The rows of every <table> in an HTML text (cells as text)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tables: list[list[list[str]]] = []
+        self.row: list[str] | None = None
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr" and self.tables:
+            self.row = []
+            self.tables[-1].append(self.row)
+        elif tag in ("td", "th") and self.row is not None:
+            self.cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self.cell is not None and self.row is not None:
+            self.row.append("".join(self.cell).strip())
+            self.cell = None
+        elif tag == "tr":
+            self.row = None
+
+    def handle_data(self, data: str) -> None:
+        if self.cell is not None:
+            self.cell.append(data)
+
+
+FIRST_COLUMNS = ("Step", "Epoch")
+
+
+def _header(line: str) -> bool:
+    return "Training Loss" in line and _cells(line)[:2] in (
+        ["Step", "Training Loss"],
+        ["Epoch", "Training Loss"],
+    )
+
+
+def _cells(line: str) -> list[str]:
+    s = line.strip()
+    if s.startswith("|"):
+        return [c.strip() for c in s.strip("|").split("|")]
+    if "\t" in s:
+        return [c.strip() for c in s.split("\t")]
+    return [c.strip() for c in re.split(r" {2,}", s)]
+
+
+def notebook_rows(text: str) -> list[list[str]]:
+    """Header + rows of the progress table(s) in a saved notebook output: HTML (also inside
+    an .ipynb or a markdown export), a markdown pipe table, or the table copied as text."""
+    out: list[list[str]] = []
+    if "<th" in text:
+        parser = _Tables()
+        with contextlib.suppress(AssertionError, ValueError):  # html.parser is lenient
+            parser.feed(text.replace("\\n", "\n").replace('\\"', '"'))
+        for table in parser.tables:
+            if table and table[0] and table[0][0] in FIRST_COLUMNS:
+                if not out:
+                    out.append(table[0])
+                out.extend(r for r in table[1:] if len(r) == len(table[0]))
+        if out:
+            return out
+    header: list[str] | None = None
+    for line in text.splitlines():
+        if _header(line):
+            if header is None:
+                header = _cells(line)
+                out.append(header)
+            continue
+        if header is None:
+            continue
+        cells = _cells(line)
+        if len(cells) == len(header) and cells[0].replace(".", "", 1).isdigit():
+            out.append(cells)
+    return out
+
+
+def column_key(name: str) -> str:
+    """A NotebookProgressCallback column back to the logged key ("Validation Loss" ->
+    eval_loss, "Accuracy" -> eval_accuracy, "Training Loss" -> loss)."""
+    if name == "Training Loss":
+        return "loss"
+    if name == "Validation Loss":
+        return "eval_loss"
+    return "eval_" + "_".join(name.lower().split())
+
+
+def read_notebook(text: str, cols: Cols, path: str) -> None:
+    rows = notebook_rows(text)
+    if not rows:
+        return
+    header, body = rows[0], rows[1:]
+    keys = [column_key(h) for h in header[1:]]
+    if header[0] == "Epoch":
+        cols.facts["steps"] = "epochs (the table's first column)"
+    for row in body:
+        try:
+            step = cols.step(float(row[0]))
+        except ValueError:
+            cols.skip("table rows without a step")
+            continue
+        if step is None:
+            continue
+        for key, cell in zip(keys, row[1:], strict=False):
+            if cell in ("No log", "", "-"):
+                continue
+            x = cols.value(key, cell)
+            if x is not None:
+                cols.add(step, key, x)
+
+
+def sniff_notebook(head: str) -> bool:
+    if "<th" in head:
+        return bool(
+            re.search(r"<th>[ \t]*(?:Step|Epoch)[ \t]*</th>[\s\\n\",]{0,80}<th>Training Loss", head)
+        )
+    return any(_header(ln) for ln in head.splitlines()[:2000])
+
+
+# -- custom trainers: `Name: number` pairs with a step counter -----------------------------
+NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])|[-+]?(?:nan|inf)(?!\w)"
+PAIR = re.compile(rf"(?<![\w/.@\[\]-])([A-Za-z_][\w/.@\-]*)\s*[:=]\s*({NUM})", re.I)
+COUNTERS = (
+    # (120/9751) -- a step out of the total, after an epoch counter
+    re.compile(r"\((\d+)\s*/\s*\d+\)"),
+    # step 120, Step: 120, global_step=120, [Step 120/1000], iter 120, iteration: 120
+    re.compile(
+        r"(?<![\w/])(?:global[_ ]?)?(?:step|iter|iteration)\b\s*(?:[:=#]\s*)?(?:\[\s*)?(\d+)", re.I
+    ),
+    # [120/9751] not preceded by an epoch label
+    re.compile(r"(?<!epoch)(?<!epoch:)(?<!epoch: )\[(\d+)\s*/\s*\d+\]", re.I),
+)
+COUNTER_NAMES = {"step", "global_step", "globalstep", "iter", "iteration"}
+EPOCH = re.compile(r"epoch\s*(?:[:=]\s*)?(?:\[\s*)?(\d+)\s*/\s*\d+", re.I)
+
+
+class KeyValues:
+    """`Epoch:[1/1](120/9751), Reward: 0.1032, KL_ref: 0.0012, ...`: lines with a step counter
+    and at least two `Name: number` (or `name=number`) pairs."""
+
+    fmt = "kv-pairs"
+
+    def __init__(self, cols: Cols):
+        self.cols = cols
+
+    def feed(self, text: str, lineno: int = 0) -> None:
+        if "\x1b" in text:
+            text = ANSI.sub("", text)
+        for line in lines(text):
+            self.line(line)
+
+    def line(self, line: str) -> bool:
+        found = None
+        for pat in COUNTERS:
+            found = pat.search(line)
+            if found:
+                break
+        if found is None:
+            return False
+        pairs = [
+            (k, v)
+            for k, v in PAIR.findall(line)
+            if k.lower() not in COUNTER_NAMES and k.lower() != "epoch"
+        ]
+        if len(pairs) < 2:
+            return False
+        step = self.cols.step_text(found.group(1))
+        if step is None:
+            return False
+        if found.re is COUNTERS[0]:  # Epoch:[e/E](n/N): the step counts within an epoch
+            e = EPOCH.search(line, 0, found.start())
+            total = found.group(0).split("/")[1].strip(" )")
+            if e and len(e.group(1)) < 7 and len(total) < 12 and int(e.group(1)) > 1:
+                step += (int(e.group(1)) - 1) * int(total)
+        code = self.cols.code
+        self.cols.add_row(
+            step, array("i", [code(k) for k, _ in pairs]), [float(v) for _, v in pairs]
+        )
+        return True
+
+    def finish(self) -> None:
+        pass
+
+
+def sniff_kv(lines_: list[str]) -> bool:
+    probe = KeyValues(Cols())
+    hits = sum(1 for ln in lines_[:2000] if probe.line(ANSI.sub("", ln)))
+    return hits >= 2 or (hits == 1 and len(lines_) <= 2)
+
+
+# -- --log-format 'regex:...' --------------------------------------------------------------
+def user_regex(spec: str) -> re.Pattern[str]:
+    """A user's pattern: a `step` group and one named group per metric (`__` in a group name
+    stands for `/`: (?P<actor__entropy>...) is actor/entropy)."""
+    try:
+        pat = re.compile(spec)
+    except re.error as exc:
+        raise UsageError(f"--log-format regex: {exc} (a Python regex with named groups)") from None
+    names = set(pat.groupindex)
+    if "step" not in names or len(names) < 2:
+        raise UsageError(
+            "--log-format regex: needs a (?P<step>...) group and at least one named metric "
+            "group, e.g. 'regex:step (?P<step>\\d+) loss (?P<loss>\\S+)'"
+        )
+    return pat
+
+
+class UserRegex:
+    fmt = "regex"
+
+    def __init__(self, cols: Cols, pattern: re.Pattern[str]):
+        self.cols, self.pattern = cols, pattern
+        self.keys = {g: g.replace("__", "/") for g in pattern.groupindex if g != "step"}
+        self.matched = 0
+
+    def feed(self, text: str, lineno: int = 0) -> None:
+        cols = self.cols
+        for line in lines(text):
+            m = self.pattern.search(line)
+            if not m:
+                continue
+            raw = m.group("step")
+            try:
+                x = float(raw) if raw is not None else math.nan
+            except ValueError:
+                cols.skip("matches whose step is not a number")
+                continue
+            step = cols.step(int(x) if x.is_integer() and abs(x) < 2**63 else x)
+            if step is None:
+                continue
+            self.matched += 1
+            for g, key in self.keys.items():
+                v = m.group(g)
+                if v is None:
+                    continue
+                x = cols.value(key, v.strip())
+                if x is not None:
+                    cols.add(step, key, x)
+
+    def finish(self) -> None:
+        pass

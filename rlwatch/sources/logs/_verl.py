@@ -1,0 +1,209 @@
+"""verl's console log: `step:N - key:value - key:value ...` (Ray prefixes, ANSI colours, tqdm
+bars and numpy/torch reprs around it), read a block at a time.
+
+Fast path: a step line is split once (one C-level regex split), its keys are looked up as one
+tuple (a verl run prints the same keys in the same order at every step, so each distinct line
+shape is resolved to tag codes once), and its values go into a float array with one map(float).
+Any line the fast path cannot take (an item without ':', a value that is not a number) is read
+item by item exactly as before.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from array import array
+from typing import Any
+
+from rlwatch.sources.logs._cols import Cols, lines
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+STEP_LINE = re.compile(r"step:(\d+) - ([^\n]*)")
+VERL_STEP = re.compile(r"step:(\d+) - (.*)$")
+VERL_VALUE = re.compile(r"^(?:np\.(?:float|int)\d*|tensor)\((.*?)\)$")
+WRAPPED = re.compile(r"(?:np\.(?:float|int)\d*|tensor)\(([^()]*)\)")
+THREE_DECIMALS = re.compile(r"^-?\d+\.\d{3}$")
+SPLIT = re.compile(r":| - ")
+BARE = re.compile(r"(?<![\w'.])(-?)(nan|inf)(?![\w'])")
+MAX_DICT = 256 << 10  # a printed dict that is not flat is read by ast up to this size
+FLAT_PAIR = re.compile(r"'([^'\\\n]*)': (?:'([^'\\\n]*)'|([^,{}\[\]()'\s]+))(, |\}$)")
+WORDS = {"None": None, "True": True, "False": False}
+
+
+def number(text: str) -> float | None:
+    text = text.strip()
+    m = VERL_VALUE.match(text)
+    if m:
+        text = m.group(1)
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def literal_dict(text: str) -> dict[str, Any] | None:
+    """A printed python dict, read without evaluating anything: a flat dict of numbers and
+    strings by one linear scan, anything else by ast.literal_eval (up to MAX_DICT)."""
+    text = WRAPPED.sub(r"\1", text)
+    flat = _flat_dict(text)
+    if flat is not None:
+        return flat
+    if len(text) > MAX_DICT:
+        return None
+    text = BARE.sub(lambda m: f"'__{m.group(1)}{m.group(2)}__'", text)
+    try:
+        d = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return None
+    if not isinstance(d, dict):
+        return None
+    special = {
+        "'__nan__'": math.nan,
+        "__nan__": math.nan,
+        "__-nan__": math.nan,
+        "__inf__": math.inf,
+        "__-inf__": -math.inf,
+    }
+    return {str(k): special.get(v, v) if isinstance(v, str) else v for k, v in d.items()}
+
+
+def _flat_dict(text: str) -> dict[str, Any] | None:
+    if not text.startswith("{'") or not text.endswith("}"):
+        return None
+    out: dict[str, Any] = {}
+    pos, end = 1, len(text)
+    while pos < end:
+        m = FLAT_PAIR.match(text, pos)
+        if m is None:
+            return None
+        key, s, bare, _ = m.groups()
+        if s is not None:
+            out[key] = s
+        elif bare in WORDS:
+            out[key] = WORDS[bare]
+        else:
+            try:
+                out[key] = float(bare) if not bare.lstrip("-").isdigit() else int(bare)
+            except ValueError:
+                return None
+        pos = m.end()
+    return out
+
+
+class VerlConsole:
+    fmt = "verl-console"
+    SAMPLE_ALL = 1000  # the precision check looks at every one of the first step lines ...
+    SAMPLE_EVERY = 50  # ... then at one in this many
+
+    def __init__(self, cols: Cols):
+        self.cols = cols
+        self.first_step: int | None = None
+        self.last_step: int | None = None
+        self.validation: dict[str, dict[str, float]] = {}
+        self.shapes: dict[tuple[str, ...], array] = {}
+        self.nlines = 0
+
+    def feed(self, text: str, lineno: int = 0) -> None:
+        if "\x1b" in text:
+            text = ANSI.sub("", text)
+        if "validation metrics: {" in text:
+            self._validation(text)
+        for m in STEP_LINE.finditer(text):
+            self._line(m.group(1), m.group(2))
+
+    def _line(self, digits: str, items: str) -> None:
+        cols = self.cols
+        step = cols.step_text(digits)
+        if step is None:
+            return
+        self.nlines += 1
+        if "(" in items:
+            items = WRAPPED.sub(r"\1", items)
+        parts = SPLIT.split(items)
+        n = len(parts) >> 1
+        raw = parts[1::2]
+        ok = len(parts) % 2 == 0 and items.count(" - ") == n - 1
+        if ok:
+            keys = tuple(parts[0::2])
+            try:
+                vals = list(map(float, raw))
+            except ValueError:
+                ok = False
+        if not ok:
+            self._slow(step, items)
+        else:
+            codes = self.shapes.get(keys)
+            if codes is None:
+                codes = self.shapes[keys] = array("i", [cols.code(k.strip()) for k in keys])
+            cols.add_row(step, codes, vals)
+            if self.nlines <= self.SAMPLE_ALL or self.nlines % self.SAMPLE_EVERY == 0:
+                cols.numbers_seen += n
+                cols.numbers_3dp += sum(1 for r in raw if THREE_DECIMALS.match(r.strip()))
+        self.first_step = step if self.first_step is None else self.first_step
+        self.last_step = step
+
+    def _slow(self, step: int, items: str) -> None:
+        cols = self.cols
+        sample = self.nlines <= self.SAMPLE_ALL or self.nlines % self.SAMPLE_EVERY == 0
+        for item in items.split(" - "):
+            key, sep, raw = item.partition(":")
+            if not sep:
+                cols.skip("items without 'key:value'")
+                continue
+            value = number(raw)
+            if value is None:
+                cols.skip("non-numeric values", key=key.strip())
+                continue
+            if sample:
+                cols.numbers_seen += 1
+                if THREE_DECIMALS.match(raw.strip()):
+                    cols.numbers_3dp += 1
+            cols.add(step, key.strip(), value)
+
+    def _validation(self, text: str) -> None:
+        for line in lines(text):
+            at = line.find("validation metrics: {")
+            if at < 0 or STEP_LINE.search(line):
+                continue
+            head = line[:at]
+            which = "Initial" if head.endswith("Initial ") else "Final"
+            if not head.endswith(f"{which} "):
+                continue
+            start = at + len("validation metrics: ")
+            end = line.rfind("}")
+            if end < start:
+                continue
+            body = line[start : end + 1]
+            metrics = literal_dict(body)
+            if metrics is None:
+                self.cols.skip("unreadable validation dicts")
+                continue
+            self.validation[which] = {
+                k: float(x)
+                for k, x in metrics.items()
+                if isinstance(x, int | float) and not isinstance(x, bool) and _finite_int(x)
+            }
+
+    def finish(self) -> None:
+        """The Initial/Final validation dicts repeat what the step lines logged; they are
+        used only when no step line carries their keys."""
+        for which, metrics in self.validation.items():
+            if metrics and not any(k in self.cols.index for k in metrics):
+                step = (self.first_step if which == "Initial" else self.last_step) or 0
+                for k, x in metrics.items():
+                    self.cols.add(step, k, x)
+        self.validation = {}
+
+
+def _finite_int(x: float) -> bool:
+    try:
+        float(x)
+    except OverflowError:
+        return False
+    return True
+
+
+def sniff_line(line: str) -> bool:
+    m = VERL_STEP.search(ANSI.sub("", line))
+    return bool(m) and ":" in line.split("step:", 1)[1][:200]

@@ -1,0 +1,194 @@
+"""Log formats in the wild, each written in exactly the shape the real tool writes (the real
+transformers callbacks where they are installed; the writers' own code otherwise, quoted from
+their source), sniffed without --log-format."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import time
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rlwatch.cli.app import app
+from rlwatch.errors import UsageError
+from rlwatch.sources import load, logs
+
+runner = CliRunner()
+
+
+def _rows(frame) -> dict[tuple[str, int], float]:
+    return {(r.tag, r.step): r.value for r in frame.data.itertuples()}
+
+
+def _transformers_function(module: str, name: str):
+    """A function from the installed transformers' source (its module imports IPython, which a
+    notebook has and CI does not: the function itself is plain Python)."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec("transformers")
+    assert spec is not None and spec.origin is not None
+    src = (Path(spec.origin).parent / module).read_text()
+    (fn,) = [n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef) and n.name == name]
+    scope: dict = {}
+    exec(compile(ast.Module([fn], []), module, "exec"), scope)
+    return scope[name]
+
+
+def test_transformers_console_with_every_float_printed_as_a_string(tmp_path: Path) -> None:
+    """transformers' PrinterCallback prints floats as f"{v:.4g}" strings ({'loss': '0.03797'})."""
+    from transformers import TrainingArguments
+    from transformers.trainer_callback import PrinterCallback, TrainerControl, TrainerState
+
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), report_to=[])
+    state, control = TrainerState(), TrainerControl()
+    out = io.StringIO()
+    with redirect_stdout(out):
+        for step, loss in enumerate([0.03797, 0.02512, float("nan")], 1):
+            state.global_step = step
+            logs_ = {"loss": loss, "grad_norm": 0.2 * step, "learning_rate": 1e-5, "epoch": 0.05}
+            PrinterCallback().on_log(args, state, control, logs=logs_)
+        PrinterCallback().on_log(
+            args, state, control, logs={"train_runtime": 12.5, "train_loss": 0.03, "epoch": 1.0}
+        )
+    text = out.getvalue()
+    assert "'loss': '0.03797'" in text  # the shape this test is about
+    f = tmp_path / "train.log"
+    f.write_text("Updated tokens: {'<think>': 151665, '</think>': 151666}\n" + text)
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    assert info.source == "python-dicts"
+    rows = _rows(frame)
+    assert rows[("loss", 1)] == 0.03797 and rows[("grad_norm", 2)] == 0.4
+    assert math.isnan(rows[("loss", 3)])
+    assert frame.steps(info.name) == (3, 1, 3)  # the token dict is not a row
+    assert not any(t.startswith("<") for t, _ in rows)
+    assert info.hparams["summary/train_runtime"] == 12.5
+
+
+def test_a_json_array_of_log_history_rows(tmp_path: Path) -> None:
+    rows = [
+        {"loss": 0.5 - i / 100, "grad_norm": 1.0, "epoch": i / 10, "step": i} for i in range(1, 9)
+    ]
+    f = tmp_path / "log_history.json"
+    f.write_text(json.dumps(rows, indent=2))
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    assert info.source == "json-array" and frame.steps(info.name) == (8, 1, 8)
+    assert _rows(frame)[("loss", 3)] == pytest.approx(0.47)
+
+
+def test_llamafactory_trainer_log_jsonl(tmp_path: Path) -> None:
+    """LLaMA-Factory's LogCallback.on_log: current_steps, total_steps, loss, lr, epoch,
+    percentage, elapsed_time, remaining_time (None values removed), one json.dumps per line."""
+    f = tmp_path / "trainer_log.jsonl"
+    with open(f, "w", encoding="utf-8") as fh:
+        for step in range(5, 55, 5):
+            logs_ = dict(
+                current_steps=step,
+                total_steps=50,
+                loss=1.5 - step / 100,
+                eval_loss=None,
+                predict_loss=None,
+                lr=5e-5 * (1 - step / 50),
+                epoch=step / 25,
+                percentage=round(step / 50 * 100, 2),
+                elapsed_time=f"0:00:{step:02d}",
+                remaining_time=f"0:00:{50 - step:02d}",
+            )
+            if step == 50:
+                logs_["eval_loss"] = 1.1
+            logs_ = {k: v for k, v in logs_.items() if v is not None}
+            fh.write(json.dumps(logs_) + "\n")
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    assert info.source == "llamafactory" and frame.steps(info.name) == (10, 5, 50)
+    tags = set(frame.data["tag"].astype(str))
+    assert {"loss", "lr", "epoch", "eval_loss"} <= tags
+    assert not tags & {"current_steps", "total_steps", "elapsed_time", "remaining_time"}
+    assert info.hparams["total_steps"] == 50
+    assert not info.warnings
+
+
+def test_notebook_progress_table_html_markdown_and_text(tmp_path: Path) -> None:
+    text_to_html_table = _transformers_function("utils/notebook.py", "text_to_html_table")
+    header = ["Step", "Training Loss", "Validation Loss", "Accuracy"]
+    lines = [header, [100, "No log", 0.69, 0.52], [200, 0.6512, 0.61, 0.7], [300, 0.5, 0.55, 0.8]]
+    html = text_to_html_table(lines)
+    for name, text in [
+        ("progress.html", html),
+        ("notebook.md", "## Training\n\n" + html + "\n"),
+        ("copied.txt", "\n".join("\t".join(str(c) for c in r) for r in lines) + "\n"),
+        (
+            "table.md",
+            "| "
+            + " | ".join(header)
+            + " |\n|---|---|---|---|\n"
+            + "".join("| " + " | ".join(str(c) for c in r) + " |\n" for r in lines[1:]),
+        ),
+    ]:
+        f = tmp_path / name
+        f.write_text(text)
+        frame = logs.load_file(f)
+        (info,) = frame.runs.values()
+        assert info.source == "notebook-table", name
+        rows = _rows(frame)
+        assert rows[("eval_loss", 100)] == 0.69 and rows[("loss", 200)] == 0.6512, name
+        assert ("loss", 100) not in rows and rows[("eval_accuracy", 300)] == 0.8, name
+
+
+def test_custom_trainer_name_number_lines_with_a_step_counter(tmp_path: Path) -> None:
+    f = tmp_path / "train.out"
+    f.write_text(
+        "Loading model...\n"
+        "Epoch:[1/2](120/9751), Reward: 0.1032, KL_ref: 0.0012, Loss: -0.31, lr: 1e-6\n"
+        "Epoch:[1/2](240/9751), Reward: 0.1500, KL_ref: 0.0020, Loss: -0.29, lr: 1e-6\n"
+        "Epoch:[2/2](120/9751), Reward: 0.2000, KL_ref: 0.0030, Loss: nan, lr: 1e-6\n"
+        "step 9990 | reward=0.3 | kl=0.004\n"
+    )
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    assert info.source == "kv-pairs"
+    rows = _rows(frame)
+    assert rows[("Reward", 120)] == 0.1032 and rows[("KL_ref", 240)] == 0.002
+    assert rows[("Reward", 9751 + 120)] == 0.2 and math.isnan(rows[("Loss", 9871)])
+    assert rows[("reward", 9990)] == 0.3
+
+
+def test_a_user_regex_is_the_escape_hatch(tmp_path: Path) -> None:
+    f = tmp_path / "odd.txt"
+    f.write_text("it step 1 loss 0.5 ent 1.2\nit step 2 loss 0.4 ent 1.1\nnoise\n")
+    spec = r"regex:step (?P<step>\d+) loss (?P<loss>\S+) ent (?P<actor__entropy>\S+)"
+    frame = load([str(f)], log_format=spec)
+    rows = _rows(frame)
+    assert rows[("loss", 2)] == 0.4 and rows[("actor/entropy", 1)] == 1.2
+    with pytest.raises(UsageError, match=r"needs a \(\?P<step>"):
+        load([str(f)], log_format="regex:loss (?P<loss>\\S+)")
+    with pytest.raises(UsageError, match="--log-format regex:"):
+        load([str(f)], log_format="regex:(?P<step>")
+    r = runner.invoke(app, ["diagnose", str(f), "--log-format", "regex:(unclosed"])
+    assert r.exit_code == 2
+
+
+def test_prime_rl_metrics_jsonl_and_a_metric_that_vanishes(tmp_path: Path) -> None:
+    """prime-rl's FileMonitor: {"step", "time", **metrics} with non-finite values dropped."""
+    f = tmp_path / "metrics.jsonl"
+    with open(f, "w") as fh:
+        for step in range(10):
+            metrics = {"loss/mean": 0.5, "entropy/mean": 1.0, "optim/grad_norm": 1.0}
+            if step >= 6:
+                metrics["optim/grad_norm"] = float("inf")
+            sanitized = {k: v for k, v in metrics.items() if math.isfinite(v)}
+            fh.write(json.dumps({"step": step, "time": time.time(), **sanitized}) + "\n")
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    assert info.source == "prime-rl"
+    assert frame.data["wall_time"].notna().all()
+    assert "time" not in set(frame.data["tag"].astype(str))
+    assert any("'optim/grad_norm'" in w and "from step 6" in w for w in info.warnings)
+    assert "optim/grad_norm@6" in str(info.hparams["vanished_metrics"])

@@ -1,0 +1,142 @@
+"""Log readers never crash and never read a value that is not there: a cut last line, hostile
+steps and numbers, lines of a megabyte (every parser linear), fractional steps."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rlwatch.cli.app import app
+from rlwatch.errors import SourceError
+from rlwatch.sources import logs
+
+runner = CliRunner()
+
+
+def test_a_cut_last_line_is_never_read_and_the_follower_waits(tmp_path: Path) -> None:
+    f = tmp_path / "run.log"
+    f.write_text(
+        "step:1 - actor/entropy:0.5 - actor/grad_norm:1.0\n"
+        "step:2 - actor/grad_norm:1.1 - actor/entropy:0.4"  # cut mid-number: 0.4xxx
+    )
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    assert frame.steps(info.name) == (1, 1, 1)
+    assert any("last line incomplete, not read" in w for w in info.warnings)
+    r = runner.invoke(app, ["diagnose", str(f)])
+    assert "last line incomplete, not read" in r.output
+    follower = logs.Follower(f)
+    assert len(follower.poll().data) == 2
+    with open(f, "a") as fh:
+        fh.write("21\n")
+    delta = follower.poll().data
+    assert dict(zip(delta["tag"].astype(str), delta["value"], strict=True)) == {
+        "actor/grad_norm": 1.1,
+        "actor/entropy": 0.421,
+    }
+
+
+@pytest.mark.parametrize(
+    ("fmt", "line"),
+    [
+        ("verl-console", "step:1 - " + "a:1.0 - " * 120_000 + "b:2"),
+        ("verl-console", "step:" * 200_000),
+        ("verl-console", "step:1 - " + "x" * 1_000_000),
+        ("verl-console", "Final validation metrics: {" * 40_000),
+        ("python-dicts", "{'a': " * 160_000),
+        ("python-dicts", "{'loss': 0.1, " + "'k': 1, " * 120_000 + "'x': 2}"),
+        ("python-dicts", " " * 1_000_000 + ": {'a': 1}"),
+        ("kv-pairs", "step 1 " + "a" * 1_000_000 + ": 1"),
+        ("kv-pairs", "(1/2) " + "a: 1, " * 160_000),
+        ("kv-pairs", "step" + " " * 1_000_000 + "x"),
+        ("kv-pairs", "epoch" + " " * 1_000_000 + "(1/2) a: 1, b: 2"),
+        ("jsonl", json.dumps({"step": 1, "r": 0.5, "v": list(range(150_000)), "s": "x" * 99})),
+        ("jsonl", json.dumps({"step": 1, "r": 0.5, "s": "\\" * 500_000})),
+        ("jsonl", "[" * 1_000_000),
+        ("notebook-table", "Step\tTraining Loss\n" + " " * 1_000_000),
+    ],
+)
+def test_every_parser_is_linear_on_a_one_megabyte_line(tmp_path: Path, fmt: str, line: str) -> None:
+    f = tmp_path / "big.log"
+    f.write_text(line + "\n")
+    t0 = time.perf_counter()
+    with contextlib.suppress(SourceError):
+        logs.load_file(f, fmt)
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_sniffing_a_one_megabyte_line_is_linear(tmp_path: Path) -> None:
+    for line in ("{'a': " * 160_000, "step " + " " * 1_000_000, "<th>Step</th>" * 70_000):
+        f = tmp_path / "big.txt"
+        f.write_text(line + "\n")
+        t0 = time.perf_counter()
+        with contextlib.suppress(SourceError):
+            logs.load_file(f)
+        assert time.perf_counter() - t0 < 1.0, line[:20]
+
+
+def test_fractional_jsonl_steps_warn(tmp_path: Path) -> None:
+    f = tmp_path / "m.jsonl"
+    f.write_text("".join(json.dumps({"step": s / 2, "reward": s}) + "\n" for s in range(6)))
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    assert any("6 records" not in w and "fractional step (e.g. 0.5" in w for w in info.warnings)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        '{"step": NaN, "reward": 1}',
+        '{"step": Infinity, "reward": 1}',
+        '{"step": -5, "reward": 1}',
+        '{"step": 1e400, "reward": 1}',
+        '{"step": ' + "9" * 400 + ', "reward": 1}',
+        '{"step": 9223372036854775808, "reward": 1}',
+        '{"step": 3, "reward": ' + "9" * 400 + "}",
+        '{"step": 3, "reward": {"a": ' * 50_000 + "1" + "}" * 100_000,
+        '{"step": 3, "data": "x"}',
+        '{"step": true, "reward": 1}',
+    ],
+)
+def test_hostile_jsonl_steps_and_numbers_never_crash(tmp_path: Path, bad: str) -> None:
+    f = tmp_path / "m.jsonl"
+    f.write_text('{"step": 1, "reward": 0.5}\n' + bad + "\n" + '{"step": 2, "reward": 0.6}\n')
+    frame = logs.load_file(f, "jsonl")
+    rows = {(r.tag, r.step): r.value for r in frame.data.itertuples()}
+    assert rows[("reward", 1)] == 0.5 and rows[("reward", 2)] == 0.6
+    assert frame.data["step"].between(0, 2**63 - 1).all()
+    r = runner.invoke(app, ["diagnose", str(f)])
+    assert r.exit_code in (0, 1, 2) and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "step:" + "9" * 400 + " - actor/entropy:0.5",
+        "step:9223372036854775808 - actor/entropy:0.5",
+        "step:3 - actor/entropy:" + "9" * 400,
+        "step:3 - actor/entropy:1e999 - actor/kl:-inf",
+    ],
+)
+def test_hostile_console_steps_and_numbers_never_crash(tmp_path: Path, bad: str) -> None:
+    f = tmp_path / "run.log"
+    f.write_text("step:1 - actor/entropy:0.5\n" + bad + "\nstep:2 - actor/entropy:0.4\n")
+    frame = logs.load_file(f)
+    assert frame.data["step"].between(0, 2**63 - 1).all()
+    assert len(frame.data[frame.data["step"] <= 2]) >= 2
+
+
+def test_trainer_state_with_hostile_steps(tmp_path: Path) -> None:
+    f = tmp_path / "trainer_state.json"
+    hist = [{"step": 1, "loss": 0.1}, {"step": -1, "loss": 0.2}, {"step": 2.5, "loss": 0.3}]
+    f.write_text(json.dumps({"log_history": hist}).replace("-1", "1e999"))
+    frame = logs.load_file(f)
+    assert frame.data["step"].between(0, 2**63 - 1).all()
+    vals = frame.data["value"].tolist()
+    assert 0.1 in vals and not any(math.isnan(v) for v in vals)
