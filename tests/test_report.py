@@ -39,8 +39,9 @@ def snapshot(name: str, r: subprocess.CompletedProcess[str]) -> None:
         __version__, "<version>"
     )
     golden = GOLDENS / f"{name}.txt"
-    if os.environ.get("RLWATCH_UPDATE_GOLDENS") or not golden.exists():
+    if os.environ.get("RLWATCH_UPDATE_GOLDENS") == "1":
         golden.write_text(text, encoding="utf-8")
+    assert golden.exists(), f"{golden.name} is missing; write it with RLWATCH_UPDATE_GOLDENS=1"
     assert text == golden.read_text(encoding="utf-8"), (
         f"{golden.name} differs; if the change is intended, rerun with RLWATCH_UPDATE_GOLDENS=1"
     )
@@ -151,3 +152,39 @@ def test_library_api() -> None:
     assert not report.healthy
     assert {v.code for v in report.failing} == {"EX03", "LN02"}
     assert isinstance(rlwatch.load_run([str(ROOT / HEALTHY)]), rlwatch.RunFrame)
+
+
+def test_a_missing_golden_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "GOLDENS", tmp_path)
+    monkeypatch.delenv("RLWATCH_UPDATE_GOLDENS", raising=False)
+    r = subprocess.CompletedProcess([], 0, "out\n", "")
+    with pytest.raises(AssertionError, match="is missing"):
+        snapshot("nothing-here", r)
+    assert not (tmp_path / "nothing-here.txt").exists()
+    monkeypatch.setenv("RLWATCH_UPDATE_GOLDENS", "1")
+    snapshot("nothing-here", r)  # written on request, then compared
+    assert (tmp_path / "nothing-here.txt").read_text().startswith("exit code: 0")
+
+
+def test_colour_on_a_terminal_and_no_color_removes_every_escape() -> None:
+    """rich believes FORCE_COLOR (a terminal); NO_COLOR must then remove every escape, not
+    only the colours (bold and dim too)."""
+    tty = {"FORCE_COLOR": "1", "TERM": "xterm-256color", "NO_COLOR": ""}
+    coloured = cli("diagnose", FSDP, env=tty)
+    assert coloured.returncode == 1 and "\x1b[" in coloured.stdout  # the test can fail
+    plain = cli("diagnose", FSDP, env={**tty, "NO_COLOR": "1"})
+    assert plain.returncode == 1 and "\x1b[" not in plain.stdout + plain.stderr
+    assert "EX03" in plain.stdout
+
+
+def test_the_gate_decision_is_made_once_in_the_report() -> None:
+    from rlwatch.api import diagnose
+
+    report = diagnose([str(ROOT / FSDP)], fail_on="warning")
+    failing = {v.code for v in report.verdicts if v.failing}
+    assert failing == {v.code for v in report.failing} and "TM01" in failing  # a warning
+    strict = diagnose([str(ROOT / FSDP)], fail_on="error")
+    assert "TM01" not in {v.code for v in strict.failing} and not strict.healthy
+    from rlwatch.render.formats import render_junit
+
+    assert render_junit(report).count("<failure") == len(report.failing)

@@ -166,3 +166,82 @@ def test_rules_cli(tmp_path: Path) -> None:
         "version: 1\ntests: [{name: x, series: {}, expect: [{code: X, state: on}]}]\n"
     )
     assert runner.invoke(app, ["rules", "test", str(failing)]).exit_code == 2
+
+
+def test_rules_test_run_pattern_and_junit_like_promtool(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    good = tmp_path / "good.yaml"
+    good.write_text(GOOD)
+    tests = tmp_path / "x.test.yaml"
+    tests.write_text(
+        textwrap.dedent(f"""\
+        version: 1
+        rule_files: [{good.name}]
+        tests:
+          - name: low entropy fires
+            series: {{entropy: "0.5 0.05"}}
+            expect: [{{code: XX01, step: 1, state: firing}}]
+          - name: wrong expectation
+            series: {{entropy: "0.5x5"}}
+            expect: [{{code: XX01, step: 3, state: firing}}]
+        """)
+    )
+    xml = tmp_path / "out.xml"
+    r = runner.invoke(app, ["rules", "test", str(tests), "--run", "fires$", "--junit", str(xml)])
+    assert r.exit_code == 0 and "1 passed, 0 failed" in r.output, r.output
+    root = ET.parse(xml).getroot()
+    assert root.get("tests") == "1" and root.get("failures") == "0"
+    r = runner.invoke(app, ["rules", "test", str(tests), "--junit", str(xml)])
+    assert r.exit_code == 1 and "1 passed, 1 failed" in r.output
+    root = ET.parse(xml).getroot()
+    failed = [c.get("name") for c in root.iter("testcase") if c.find("failure") is not None]
+    assert failed == ["wrong expectation"] and root.get("failures") == "1"
+    r = runner.invoke(app, ["rules", "test", str(tests), "--run", "no such test"])
+    assert r.exit_code == 2 and "matches no test" in r.output
+    assert runner.invoke(app, ["rules", "test", str(tests), "--run", "("]).exit_code == 2
+
+
+SYMPTOMS_GOOD = """\
+version: 1
+symptoms:
+  - symptom: Reward crashes
+    rules: [RW01]
+    checks:
+      - {metric: entropy, question: "did entropy drop?", check: ratio_below, limit: 0.1}
+      - {metric: seqlen_max, question: "too long?", check: recent_max}
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "where", "message"),
+    [
+        (("check: ratio_below", "check: ratio_beloww"), ":6:", "unknown check 'ratio_beloww'"),
+        (("metric: entropy", "metric: entropie"), ":6:", "unknown metric 'entropie'"),
+        (("limit: 0.1", "limit: [1, 2]"), ":6:", "expected a number"),
+        (("check: recent_max}", "check: recent_max, limit: 3}"), ":7:", "takes no limit"),
+        (("[RW01]", "[rw1]"), ":4:", "bad rule code 'rw1'"),
+        (("question:", "questoin:"), ":6:", "unknown key 'questoin'"),
+    ],
+)
+def test_the_symptom_table_is_validated_with_file_line_col(
+    tmp_path: Path, change: tuple[str, str], where: str, message: str
+) -> None:
+    from rlwatch.engine.symptoms import load_symptoms
+
+    f = tmp_path / "symptoms.yaml"
+    f.write_text(SYMPTOMS_GOOD)
+    assert len(load_symptoms(f)) == 1
+    g = tmp_path / "bad.yaml"
+    g.write_text(SYMPTOMS_GOOD.replace(*change))
+    with pytest.raises(RuleFileError) as exc:
+        load_symptoms(g)
+    assert str(exc.value).startswith(f"{g}{where}") and message in str(exc.value), str(exc.value)
+
+
+def test_the_shipped_symptom_table_names_shipped_rules_only() -> None:
+    from rlwatch.engine.symptoms import load_symptoms
+
+    codes = {r.code for r in load_rules().rules}
+    table = load_symptoms()
+    assert table and all(set(s.rules) <= codes for s in table)

@@ -19,3 +19,12 @@ def test_ruff_clean() -> None:
         cwd=ROOT,
     )
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_ruff_format_clean() -> None:
+    ruff = shutil.which("ruff")
+    cmd = [ruff] if ruff else [sys.executable, "-m", "ruff"]
+    out = subprocess.run(
+        [*cmd, "format", "--check", str(ROOT)], capture_output=True, text=True, cwd=ROOT
+    )
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -55,16 +55,23 @@ def user_errors() -> Iterator[None]:
         raise typer.Exit(exc.exit_code) from None
 
 
+def _plain() -> dict[str, object]:
+    """NO_COLOR (no-color.org) removes every escape: rich's own no_color keeps bold and dim."""
+    import os
+
+    return {"color_system": None} if os.environ.get("NO_COLOR") else {}
+
+
 def stdout_console():
     from rich.console import Console
 
-    return Console(highlight=False)
+    return Console(highlight=False, **_plain())
 
 
 def stderr_console():
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, **_plain())
 
 
 def echo_json(data: object) -> None:

@@ -132,28 +132,27 @@ def diagnose(
             progress=True,
             series=fmt is ReportFormat.html or html is not None,
         )
-        data = report.to_dict()
         machine = fmt.value if fmt is not ReportFormat.text else ("json" if output else None)
         for path, kind in ((html, "html"), (output, machine)):
             if path is None:
                 continue
             try:
-                path.write_text(RENDERERS[kind](data), encoding="utf-8")
+                path.write_text(RENDERERS[kind](report), encoding="utf-8")
             except OSError as exc:
                 from rlwatch.errors import UsageError
 
                 flag = "--html" if kind == "html" and path is html else "--output"
                 raise UsageError(f"{flag} {path}: cannot write ({exc.strerror})") from None
             if path is html:
-                data["html_report"] = str(html)
+                report.html_report = str(html)
     if output is None and machine is not None:
-        typer.echo(RENDERERS[machine](data), nl=False)
+        typer.echo(RENDERERS[machine](report), nl=False)
     else:
         from rlwatch.render.text import report_renderable
 
-        stdout_console().print(report_renderable(data, verbose=verbose))
+        stdout_console().print(report_renderable(report, verbose=verbose))
     if fmt is ReportFormat.github and os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as f:
-            f.write(RENDERERS["markdown"](data))
+            f.write(RENDERERS["markdown"](report))
     if not report.healthy and not exit_zero:
         raise typer.Exit(ExitCode.UNHEALTHY)

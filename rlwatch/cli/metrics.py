@@ -36,23 +36,24 @@ def metrics(
     """
     with user_errors():
         from rlwatch.names import catalogue
-        from rlwatch.render.summary import metrics_renderable, summarise
+        from rlwatch.render.summary import metrics_renderable
+        from rlwatch.report import SCHEMA_VERSION, Report
         from rlwatch.sources import load
 
-        summary = summarise(load(targets, log_format=log_format, tracking_uri=tracking_uri))
+        report = Report.of_frame(load(targets, log_format=log_format, tracking_uri=tracking_uri))
         descriptions = {m.name: m.description for m in catalogue().metrics.values()}
     if fmt is Format.json:
         echo_json(
             {
-                "schema_version": summary["schema_version"],
+                "schema_version": SCHEMA_VERSION,
                 "runs": [
                     {
                         k: r[k]
                         for k in ("name", "framework", "framework_version", "metrics", "unmapped")
                     }
-                    for r in summary["runs"]
+                    for r in report.runs
                 ],
             }
         )
     else:
-        stdout_console().print(metrics_renderable(summary, descriptions if verbose else None))
+        stdout_console().print(metrics_renderable(report, descriptions if verbose else None))

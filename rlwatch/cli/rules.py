@@ -93,21 +93,55 @@ def test(
         list[Path] | None,
         typer.Argument(help="Rule test files (*.test.yaml). Default: the shipped pack's tests."),
     ] = None,
+    run: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--run",
+            help="Only the tests whose name (or file::name) matches this regular expression. "
+            "Repeatable.",
+        ),
+    ] = None,
+    junit: Annotated[
+        Path | None, typer.Option("--junit", help="Also write the results as JUnit XML to FILE.")
+    ] = None,
 ) -> None:
-    """Run promtool-style rule tests. Exit 0 all pass, 1 a case failed, 2 an invalid file."""
-    with user_errors():
-        from rlwatch.engine.testing import builtin_test_files, load_cases
+    """Run promtool-style rule tests. Exit 0 all pass, 1 a case failed, 2 an invalid file.
 
+    Example: rlwatch rules test my.test.yaml --run 'spike' --junit rule-tests.xml
+    """
+    with user_errors():
+        import re
+
+        from rlwatch.engine.testing import builtin_test_files, junit_xml, load_cases
+        from rlwatch.errors import UsageError
+
+        try:
+            patterns = [re.compile(p) for p in run or []]
+        except re.error as exc:
+            raise UsageError(f"--run: bad regular expression ({exc})") from None
         paths = list(files) if files else builtin_test_files()
         cases = [c for p in paths for c in load_cases(p)]
-    failed = 0
+        if patterns:
+            cases = [c for c in cases if any(p.search(c.id) for p in patterns)]
+            if not cases:
+                raise UsageError(f"--run {' '.join(run or [])!r} matches no test")
+    results = []
     for case in cases:
         problems = case.run()
+        results.append((case, problems))
         if problems:
-            failed += 1
             typer.echo(f"FAILED {case.id}")
             for p in problems:
                 typer.echo(f"    {p}")
+    failed = sum(bool(p) for _, p in results)
+    if junit is not None:
+        with user_errors():
+            try:
+                junit.write_text(junit_xml(results), encoding="utf-8")
+            except OSError as exc:
+                from rlwatch.errors import UsageError
+
+                raise UsageError(f"--junit {junit}: cannot write ({exc.strerror})") from None
     typer.echo(f"{len(cases) - failed} passed, {failed} failed")
     if failed:
         raise typer.Exit(ExitCode.UNHEALTHY)

@@ -45,6 +45,7 @@ class Verdict:
     metrics: dict[str, str] = field(default_factory=dict)  # canonical -> raw tag read
     checks: list[dict[str, Any]] = field(default_factory=list)
     context: dict[str, Any] = field(default_factory=dict)  # the metric around the first episode
+    failing: bool = False  # fails the gate: set once by the Report (rlwatch/report.py)
 
     @property
     def fired(self) -> bool:

@@ -35,6 +35,7 @@ RULE_KEYS = {
     "runbook",
 }
 TEMPLATE_EXTRAS = {"step", "first_step", "last_step", "steps"}
+NOT_RULES = {"metrics.yaml", "symptoms.yaml"}  # the other shipped YAML files in rules/
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def rules_dir() -> Path:
 
 
 def builtin_files() -> list[Path]:
-    return sorted(p for p in rules_dir().glob("*.yaml") if p.name != "metrics.yaml")
+    return sorted(p for p in rules_dir().glob("*.yaml") if p.name not in NOT_RULES)
 
 
 def load_rules(paths: list[str | Path] | None = None, *, with_builtin: bool = True) -> RuleSet:

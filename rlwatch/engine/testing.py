@@ -235,6 +235,41 @@ def load_cases(path: str | Path) -> list[Case]:
     return cases
 
 
+def junit_xml(results: list[tuple[Case, list[str]]]) -> str:
+    """JUnit XML of rule-test results: one testsuite per test file, one testcase per test."""
+    from xml.sax.saxutils import escape, quoteattr
+
+    files: dict[str, list[tuple[Case, list[str]]]] = {}
+    for case, problems in results:
+        files.setdefault(case.file, []).append((case, problems))
+    failures = sum(bool(p) for _, p in results)
+    out = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<testsuites name="rlwatch rules test" tests="{len(results)}" failures="{failures}">',
+    ]
+    for file, mine in files.items():
+        out.append(
+            f'  <testsuite name={quoteattr(file)} tests="{len(mine)}" '
+            f'failures="{sum(bool(p) for _, p in mine)}">'
+        )
+        for case, problems in mine:
+            head = (
+                f"    <testcase classname={quoteattr(Path(file).name)} name={quoteattr(case.name)}"
+            )
+            if problems:
+                out += [
+                    head + ">",
+                    f"      <failure message={quoteattr(problems[0])}>"
+                    f"{escape(chr(10).join(problems))}</failure>",
+                    "    </testcase>",
+                ]
+            else:
+                out.append(head + "/>")
+        out.append("  </testsuite>")
+    out.append("</testsuites>")
+    return "\n".join(out) + "\n"
+
+
 def builtin_test_files() -> list[Path]:
     return sorted((rules_dir() / "tests").glob("*.test.yaml"))
 

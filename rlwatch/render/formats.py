@@ -1,55 +1,59 @@
-"""Machine formats of a Report: json, junit, github, markdown (pure: dict in, str out)."""
+"""Machine formats of a Report: json, junit, github, markdown (pure: Report in, str out).
+
+The gate decision is read from the Report (`verdict.failing`, `report.status`), never re-made.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape, quoteattr
 
-from rlwatch.severity import Severity
+if TYPE_CHECKING:
+    from rlwatch.engine.evaluate import Episode, Verdict
+    from rlwatch.report import Report
 
 
-def render_json(report: dict[str, Any]) -> str:
-    return json.dumps(report, indent=2, sort_keys=True, allow_nan=False, default=str) + "\n"
-
-
-def _failing(report: dict[str, Any], v: dict[str, Any]) -> bool:
-    return bool(v["episodes"]) and Severity.parse(v["severity"]) >= Severity.parse(
-        report["fail_on"]
+def render_json(report: Report) -> str:
+    return (
+        json.dumps(report.to_dict(), indent=2, sort_keys=True, allow_nan=False, default=str) + "\n"
     )
 
 
-def render_junit(report: dict[str, Any]) -> str:
+def span(episodes: list[Episode]) -> str:
+    first, last = episodes[0].first_step, episodes[-1].last_step
+    return f"step {first}" if first == last else f"steps {first}-{last}"
+
+
+def render_junit(report: Report) -> str:
     """One testcase per (run, rule): failure when it fired at or above --fail-on."""
-    vs = report["verdicts"]
-    failures = sum(_failing(report, v) for v in vs)
-    skipped = sum(v["state"] == "skipped" for v in vs)
+    vs = report.verdicts
+    failures = sum(v.failing for v in vs)
+    skipped = sum(v.state == "skipped" for v in vs)
     out = [
         '<?xml version="1.0" encoding="UTF-8"?>',
         f'<testsuites name="rlwatch" tests="{len(vs)}" failures="{failures}" skipped="{skipped}">',
     ]
-    for run in report["runs"]:
-        mine = [v for v in vs if v["run"] == run["name"]]
+    for run in report.runs:
+        mine = report.run_verdicts(run["name"])
         out.append(
             f'  <testsuite name={quoteattr(run["name"])} tests="{len(mine)}" '
-            f'failures="{sum(_failing(report, v) for v in mine)}" '
-            f'skipped="{sum(v["state"] == "skipped" for v in mine)}">'
+            f'failures="{sum(v.failing for v in mine)}" '
+            f'skipped="{sum(v.state == "skipped" for v in mine)}">'
         )
         for v in mine:
-            name = quoteattr(f"{v['code']} {v['name']}")
+            name = quoteattr(f"{v.code} {v.name}")
             out.append(f"    <testcase classname={quoteattr(run['name'])} name={name}>")
-            if v["state"] == "skipped":
-                out.append(f"      <skipped message={quoteattr(v['reason'])}/>")
-            elif _failing(report, v):
-                eps = "; ".join(_span({"episodes": [e]}) for e in v["episodes"])
+            if v.state == "skipped":
+                out.append(f"      <skipped message={quoteattr(v.reason)}/>")
+            elif v.failing:
+                eps = "; ".join(span([e]) for e in v.episodes)
                 out.append(
-                    f"      <failure type={quoteattr(v['severity'])} "
-                    f"message={quoteattr(v['summary'])}>{escape(eps)}</failure>"
+                    f"      <failure type={quoteattr(str(v.severity))} "
+                    f"message={quoteattr(v.summary)}>{escape(eps)}</failure>"
                 )
-            elif v["episodes"]:
-                out.append(
-                    f"      <system-out>{escape(v['severity'] + ': ' + v['summary'])}</system-out>"
-                )
+            elif v.episodes:
+                out.append(f"      <system-out>{escape(f'{v.severity}: {v.summary}')}</system-out>")
             out.append("    </testcase>")
         out.append("  </testsuite>")
     out.append("</testsuites>")
@@ -64,42 +68,44 @@ def _escape_prop(s: str) -> str:
     return _escape_data(s).replace(":", "%3A").replace(",", "%2C")
 
 
-def _span(v: dict[str, Any]) -> str:
-    first, last = v["episodes"][0]["first_step"], v["episodes"][-1]["last_step"]
-    return f"step {first}" if first == last else f"steps {first}-{last}"
+LEVEL = {"error": "error", "warning": "warning", "info": "notice"}  # GitHub's annotation levels
+ICON = {"error": "🔴", "warning": "🟡", "info": "🔵"}
 
 
-def render_github(report: dict[str, Any]) -> str:
+def render_github(report: Report) -> str:
     """GitHub Actions workflow annotations, one per fired verdict."""
-    level = {"error": "error", "warning": "warning", "info": "notice"}
     lines = []
-    for v in report["verdicts"]:
-        if not v["episodes"]:
+    for v in report.verdicts:
+        if not v.episodes:
             continue
-        title = _escape_prop(f"{v['code']} {v['name']} ({v['run']}, {_span(v)})")
-        lines.append(f"::{level[v['severity']]} title={title}::{_escape_data(v['summary'])}")
+        title = _escape_prop(f"{v.code} {v.name} ({v.run}, {span(v.episodes)})")
+        lines.append(f"::{LEVEL[str(v.severity)]} title={title}::{_escape_data(v.summary)}")
     fired = len(lines)
-    if report.get("html_report"):  # diagnose --html FILE: point at the page (a CI artifact)
-        lines.append(f"::notice title=rlwatch HTML report::{_escape_data(report['html_report'])}")
-    lines.append(
-        f"rlwatch: {report['status']} ({fired} verdict(s) fired; --fail-on {report['fail_on']})"
-    )
+    if report.html_report:  # diagnose --html FILE: point at the page (a CI artifact)
+        lines.append(f"::notice title=rlwatch HTML report::{_escape_data(report.html_report)}")
+    lines.append(f"rlwatch: {report.status} ({fired} verdict(s) fired; --fail-on {report.fail_on})")
     return "\n".join(lines) + "\n"
 
 
-def render_markdown(report: dict[str, Any]) -> str:
+def fired_in_order(verdicts: list[Verdict]) -> list[Verdict]:
+    """The fired verdicts, most severe first, then by first step."""
+    return sorted(
+        (v for v in verdicts if v.episodes),
+        key=lambda v: (-v.severity, v.episodes[0].first_step),
+    )
+
+
+def render_markdown(report: Report) -> str:
     """A step-summary / PR-comment table."""
-    icon = {"error": "🔴", "warning": "🟡", "info": "🔵"}
     out = [
-        f"## rlwatch: {report['status']}",
+        f"## rlwatch: {report.status}",
         "",
-        f"{len(report['runs'])} run(s), {report['rules']} rules, failing at "
-        f"`{report['fail_on']}` or above.",
+        f"{len(report.runs)} run(s), {report.rules} rules, failing at `{report.fail_on}` or above.",
         "",
     ]
-    if report.get("html_report"):
-        out += [f"Curves and checks: HTML report `{report['html_report']}`.", ""]
-    for run in report["runs"]:
+    if report.html_report:
+        out += [f"Curves and checks: HTML report `{report.html_report}`.", ""]
+    for run in report.runs:
         fw = run["framework"] or "unknown framework"
         s = run["steps"]
         out += [
@@ -109,19 +115,18 @@ def render_markdown(report: dict[str, Any]) -> str:
             "",
         ]
         fired = sorted(
-            (v for v in report["verdicts"] if v["run"] == run["name"] and v["episodes"]),
-            key=lambda v: -Severity.parse(v["severity"]),
+            (v for v in report.run_verdicts(run["name"]) if v.episodes), key=lambda v: -v.severity
         )
         if fired:
             out += ["| | rule | steps | summary |", "|---|---|---|---|"]
             for v in fired:
-                summary = v["summary"].replace("|", "\\|")
+                summary = v.summary.replace("|", "\\|")
                 out.append(
-                    f"| {icon[v['severity']]} {v['severity']} | `{v['code']}` "
-                    f"{v['name']} | {_span(v)} | {summary} |"
+                    f"| {ICON[str(v.severity)]} {v.severity} | `{v.code}` "
+                    f"{v.name} | {span(v.episodes)} | {summary} |"
                 )
             out += ["", "| symptom | check first | then check |", "|---|---|---|"]
-            for row in run.get("symptoms", []):
+            for row in report.symptoms.get(run["name"], []):
                 cells = [
                     ("⚠️ " if c["problem"] else "") + f"{c['metric']}: {c['value']}"
                     for c in row["checks"]
@@ -136,11 +141,11 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def render_html(report: dict[str, Any]) -> str:
+def render_html(report: Report) -> str:
     """The self-contained HTML page (rlwatch/render/html.py, imported when asked for)."""
     from rlwatch.render.html import render_html as page
 
-    return page(report)
+    return page(report.to_dict())
 
 
 RENDERERS = {

@@ -1,35 +1,14 @@
-"""What was loaded: a plain-data summary of a RunFrame, and its text rendering (pure functions)."""
+"""What was loaded, rendered from a Report's runs (pure: Report in, rich renderable out).
+
+The summary itself (`summarise`, built from the frame once) lives in rlwatch/report.py.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rlwatch import __version__
-
-SCHEMA_VERSION = 1
-
-
-def summarise(frame: Any) -> dict[str, Any]:
-    """The summary of a RunFrame as plain data (the one serialisation; renderers use only this)."""
-    runs = []
-    counts = frame.data.groupby("run", observed=True).size() if len(frame.data) else {}
-    tag_counts = (
-        frame.data.groupby("run", observed=True)["tag"].nunique() if len(frame.data) else {}
-    )
-    for name, info in frame.runs.items():
-        n_steps, first, last = frame.steps(name)
-        wall = frame.run_data(name)["wall_time"]
-        span = float(wall.max() - wall.min()) if wall.notna().any() else None
-        runs.append(
-            {
-                **info.to_dict(),
-                "steps": {"count": n_steps, "first": first, "last": last},
-                "scalars": int(counts.get(name, 0)) if len(frame.data) else 0,
-                "tags": int(tag_counts.get(name, 0)) if len(frame.data) else 0,
-                "wall_time_span_s": span,
-            }
-        )
-    return {"schema_version": SCHEMA_VERSION, "rlwatch_version": __version__, "runs": runs}
+if TYPE_CHECKING:
+    from rlwatch.report import Report
 
 
 def _steps(run: dict[str, Any]) -> str:
@@ -37,7 +16,7 @@ def _steps(run: dict[str, Any]) -> str:
     return f"{s['count']} ({s['first']}-{s['last']})" if s["count"] else "0"
 
 
-def summary_renderable(summary: dict[str, Any], *, verbose: bool = False) -> Any:
+def summary_renderable(report: Report, *, verbose: bool = False) -> Any:
     """A rich renderable listing the runs, what was recognised, restarts and reader warnings."""
     from rich.console import Group
     from rich.table import Table
@@ -53,7 +32,7 @@ def summary_renderable(summary: dict[str, Any], *, verbose: bool = False) -> Any
     ):
         table.add_column(col, justify=justify, no_wrap=True)
     lines: list[Any] = []
-    for run in summary["runs"]:
+    for run in report.runs:
         fw = run["framework"] or "unknown"
         if run["framework_version"]:
             fw += f" {run['framework_version']}"
@@ -73,7 +52,7 @@ def summary_renderable(summary: dict[str, Any], *, verbose: bool = False) -> Any
         if verbose:
             for canon, raw in sorted(run["metrics"].items()):
                 lines.append(Text(f"  {run['name']}: {canon} <- {raw}", style="dim"))
-    n = len(summary["runs"])
+    n = len(report.runs)
     head = Text(
         f"{n} run{'s' if n != 1 else ''} loaded. metrics = canonical metrics "
         "recognised / tags logged; see `rlwatch metrics TARGET` for the mapping.",
@@ -82,14 +61,14 @@ def summary_renderable(summary: dict[str, Any], *, verbose: bool = False) -> Any
     return Group(table, *lines, head)
 
 
-def metrics_renderable(summary: dict[str, Any], descriptions: dict[str, str] | None = None) -> Any:
+def metrics_renderable(report: Report, descriptions: dict[str, str] | None = None) -> Any:
     """Per run: the framework, each canonical metric with its raw key, and unmapped keys."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
     parts: list[Any] = []
-    for run in summary["runs"]:
+    for run in report.runs:
         fw = run["framework"] or "not detected"
         if run["framework_version"]:
             fw += f" ({run['framework_version']})"

@@ -1,10 +1,12 @@
-"""The human view of a Report (pure: report dict in, rich renderable out; fits 80 columns)."""
+"""The human view of a Report (pure: Report in, rich renderable out; fits 80 columns)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rlwatch.severity import Severity
+if TYPE_CHECKING:
+    from rlwatch.engine.evaluate import Verdict
+    from rlwatch.report import Report
 
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 BARS = "▁▂▃▄▅▆▇█"
@@ -33,21 +35,19 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
-def report_renderable(report: dict[str, Any], *, verbose: bool = False) -> Any:
+def report_renderable(report: Report, *, verbose: bool = False) -> Any:
     from rich.console import Group
     from rich.text import Text
 
+    from rlwatch.render.formats import fired_in_order
     from rlwatch.render.summary import summary_renderable
 
-    parts: list[Any] = [summary_renderable({"runs": report["runs"]}, verbose=verbose)]
-    for run in report["runs"]:
+    parts: list[Any] = [summary_renderable(report, verbose=verbose)]
+    for run in report.runs:
         name = run["name"]
-        mine = [v for v in report["verdicts"] if v["run"] == name]
-        fired = sorted(
-            (v for v in mine if v["episodes"]),
-            key=lambda v: (-Severity.parse(v["severity"]), v["episodes"][0]["first_step"]),
-        )
-        skipped = [v for v in mine if v["state"] == "skipped"]
+        mine = report.run_verdicts(name)
+        fired = fired_in_order(mine)
+        skipped = [v for v in mine if v.state == "skipped"]
         ok = len(mine) - len(fired) - len(skipped)
         parts.append(Text(f"\n{name}", style="bold"))
         for v in fired:
@@ -61,21 +61,15 @@ def report_renderable(report: dict[str, Any], *, verbose: bool = False) -> Any:
         )
         if verbose:
             for v in skipped:
-                parts.append(
-                    Text(f"    skipped {v['code']} {v['name']}: {v['reason']}", style="dim")
-                )
+                parts.append(Text(f"    skipped {v.code} {v.name}: {v.reason}", style="dim"))
         if fired:
-            parts.append(symptom_renderable(run["symptoms"]))
-    failing = [
-        v
-        for v in report["verdicts"]
-        if v["episodes"] and Severity.parse(v["severity"]) >= Severity.parse(report["fail_on"])
-    ]
+            parts.append(symptom_renderable(report.symptoms.get(name, [])))
+    failing = report.failing
     style = "bold red" if failing else "bold green"
     parts.append(
         Text(
-            f"\n{report['status']}: {len(failing)} verdict(s) at or above "
-            f"{report['fail_on']} in {len(report['runs'])} run(s)",
+            f"\n{report.status}: {len(failing)} verdict(s) at or above "
+            f"{report.fail_on} in {len(report.runs)} run(s)",
             style=style,
         )
     )
@@ -88,24 +82,25 @@ def _indented(text: Any, left: int = 10) -> Any:
     return Padding(text, (0, 0, 0, left), expand=False)
 
 
-def _verdict(v: dict[str, Any]) -> list[Any]:
+def _verdict(v: Verdict) -> list[Any]:
     from rich.text import Text
 
-    first, last = v["episodes"][0]["first_step"], v["episodes"][-1]["last_step"]
-    span = f"step {first}" if first == last else f"steps {first}-{last}"
+    from rlwatch.render.formats import span
+
+    sev = str(v.severity)
     head = Text("  ")
-    head.append(f"{v['severity'].upper():<7}", style=STYLE[v["severity"]])
+    head.append(f"{sev.upper():<7}", style=STYLE[sev])
     head.append(
-        f" {v['code']} {v['name']}  {span}" + ("" if v["state"] == "firing" else " (resolved)")
+        f" {v.code} {v.name}  {span(v.episodes)}" + ("" if v.state == "firing" else " (resolved)")
     )
-    out = [head, _indented(Text(v["summary"]))]
-    ctx = v.get("context") or {}
+    out = [head, _indented(Text(v.summary))]
+    ctx = v.context or {}
     if ctx.get("values"):
         line = Text()
-        line.append(sparkline(ctx["values"]), style=STYLE[v["severity"]])
+        line.append(sparkline(ctx["values"]), style=STYLE[sev])
         line.append(f"  {ctx['metric']}, steps {ctx['steps'][0]}-{ctx['steps'][-1]}", style="dim")
         out.append(_indented(line))
-    for c in v["checks"]:
+    for c in v.checks:
         if c["tag"] is not None:
             out.append(
                 _indented(

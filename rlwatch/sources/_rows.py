@@ -9,6 +9,15 @@ import numpy as np
 
 from rlwatch.frame import RunFrame, RunInfo
 
+# How JSON writers spell non-finite numbers: MLflow's REST API, W&B (API and .wandb files), trackio.
+NONFINITE_STRINGS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def nonfinite_string(value: str) -> float | None:
+    """`"NaN"` -> nan, `"Infinity"` -> inf, `"-Infinity"` -> -inf; None for any other string."""
+    return NONFINITE_STRINGS.get(value)
+
+
 STEP_KEYS = ("step", "global_step", "_step", "train/global_step", "trainer/global_step")
 
 

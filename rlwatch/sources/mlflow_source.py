@@ -28,6 +28,7 @@ import numpy as np
 
 from rlwatch.errors import SourceError, UsageError
 from rlwatch.frame import RunFrame, RunInfo
+from rlwatch.sources._rows import nonfinite_string
 
 SOURCE = "mlflow"
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -260,7 +261,8 @@ def _one(ids: list[str], exp: str, name: str, where: str) -> str:
 
 def _value(v: Any) -> float:
     if isinstance(v, str):  # the REST API writes NaN / Infinity as strings
-        return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(v, math.nan)
+        f = nonfinite_string(v)
+        return math.nan if f is None else f
     return math.nan if v is None else float(v)
 
 

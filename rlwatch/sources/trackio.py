@@ -25,12 +25,12 @@ from typing import Any
 
 from rlwatch.errors import SourceError, UsageError
 from rlwatch.frame import RunFrame, RunInfo
-from rlwatch.sources._rows import Rows
+from rlwatch.sources._rows import NONFINITE_STRINGS, Rows
 
 SOURCE = "trackio"
 STEP_KEY = "train/global_step"  # the transformers callback's real step
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-_NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+_NONFINITE = NONFINITE_STRINGS
 
 
 def trackio_dir() -> Path:

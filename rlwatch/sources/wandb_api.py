@@ -14,7 +14,7 @@ from typing import Any
 
 from rlwatch.errors import SourceError, UsageError
 from rlwatch.frame import RunFrame, RunInfo
-from rlwatch.sources._rows import Rows
+from rlwatch.sources._rows import Rows, nonfinite_string
 
 SOURCE = "wandb"
 URL = re.compile(r"^https?://[^/]+/(?P<entity>[^/]+)/(?P<project>[^/]+)/runs/(?P<run>[^/?#]+)")
@@ -85,7 +85,7 @@ def load(path: str) -> RunFrame:
             if key.startswith("_") or value is None:
                 continue
             if isinstance(value, str):
-                value = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(value)
+                value = nonfinite_string(value)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 out.skip("non-numeric history values (media, tables, strings)", key=key)
                 continue

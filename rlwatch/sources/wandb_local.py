@@ -21,7 +21,7 @@ from typing import Any
 
 from rlwatch.errors import SourceError
 from rlwatch.frame import RunFrame, RunInfo
-from rlwatch.sources._rows import Rows
+from rlwatch.sources._rows import Rows, nonfinite_string
 
 SOURCE = "wandb-local"
 HEADER = struct.Struct("<4sHB")
@@ -117,9 +117,7 @@ def load_file(path: str | os.PathLike[str], name: str | None = None) -> RunFrame
                     skipped_values += 1
                     continue
                 if isinstance(value, str):  # W&B writes NaN/Infinity as strings
-                    value = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(
-                        value
-                    )
+                    value = nonfinite_string(value)
                     if value is None:
                         skipped_values += 1
                         continue
