@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 from conftest import FIXTURES, ROOT, tb_record
 
+from rlwatch.engine.evaluate import evaluate_frame
 from rlwatch.engine.rules import load_rules
 from rlwatch.live import Watch
 from rlwatch.sources import load
@@ -224,3 +225,52 @@ def test_a_run_followed_from_its_start_keeps_its_early_level(tmp_path: Path) -> 
     events += watch.poll()
     fired = [e for e in events if e.kind == "fired" and e.verdict.code == "EX01"]
     assert fired and "of its early level (0.5)" in fired[0].message
+
+
+def test_an_episode_inside_one_poll_is_reported_and_the_watchdog_exits(tmp_path: Path) -> None:
+    """Three NaN grad_norm steps written in one burst with finite steps after them: the error
+    fired and cleared between two polls, and tail still reports it with its first/last step."""
+    log = tmp_path / "run.log"
+    lines = [f"step:{s} - actor/entropy:0.5 - actor/grad_norm:1.0\n" for s in range(1, 31)]
+    log.write_text("".join(lines))
+    watch = Watch([str(log)], RULES)
+    watch.poll()
+    burst = [
+        f"step:{s} - actor/entropy:0.5 - actor/grad_norm:{'nan' if s <= 33 else 1.0}\n"
+        for s in range(31, 60)
+    ]
+    with open(log, "a") as fh:
+        fh.write("".join(burst))
+    events = watch.poll()
+    fired = [e for e in events if e.kind == "fired" and e.verdict.code == "ST03"]
+    resolved = [e for e in events if e.kind == "resolved" and e.verdict.code == "ST03"]
+    assert fired and "steps 31-33" in fired[0].message
+    assert resolved and "steps 31-33" in resolved[0].message
+    r = rlwatch("tail", str(log), "--once", "--exit-on", "error")
+    assert r.returncode == 1
+
+
+def test_an_ongoing_episode_keeps_its_first_step_and_a_nan_never_ages_out(tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    log.write_text("")
+    watch = Watch([str(log)], RULES)
+    events, since = [], set()
+    for step in range(1, 601):
+        entropy = 0.5 if step < 155 else 0.004
+        grad = "nan" if step >= 300 else "1.0"
+        with open(log, "a") as fh:
+            fh.write(f"step:{step} - actor/entropy:{entropy} - actor/grad_norm:{grad}\n")
+        if step % 7 == 0:
+            events += watch.poll()
+            if step > 200:
+                (run,) = watch.snapshot()["runs"]
+                ex01 = [f for f in run["firing"] if f["code"] == "EX01"]
+                assert ex01
+                since.add(ex01[0]["since"])
+    events += watch.poll()
+    (ex01,) = [v for v in evaluate_frame(load([str(log)]), RULES) if v.code == "EX01"]
+    assert since == {ex01.episodes[0].first_step}  # diagnose's start, never a window's start
+    assert not [e for e in events if e.kind == "resolved" and e.verdict.code in ("EX01", "ST03")]
+    st03 = next(v for v in watch.verdicts() if v.code == "ST03")
+    assert st03.state == "firing" and st03.episodes[0].first_step == 300
+    assert st03.episodes[0].last_step == 600

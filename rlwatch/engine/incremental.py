@@ -88,9 +88,18 @@ class _Col:
             self.steps = np.concatenate([self.steps, steps]) if self.steps.size else steps
             self.values = np.concatenate([self.values, values]) if self.values.size else values
 
+    def start(self, end: int, keep: int | None) -> int:
+        """The index from which values[:end] holds its last `keep` finite values (conditions
+        count logged finite values; NaN/inf between them are kept as evidence)."""
+        if keep is None or end <= keep:
+            return 0
+        finite = np.flatnonzero(np.isfinite(self.values[:end]))
+        return int(finite[-keep]) if finite.size >= keep else 0
+
     def trim(self, keep: int | None) -> None:
-        if keep is not None and self.steps.size > keep:
-            self.steps, self.values = self.steps[-keep:].copy(), self.values[-keep:].copy()
+        lo = self.start(self.steps.size, keep)
+        if lo > 0:
+            self.steps, self.values = self.steps[lo:].copy(), self.values[lo:].copy()
             self.dropped = True
 
 
@@ -260,8 +269,7 @@ class Evaluator:
         parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for m, col in {**self.check_cols, **self.cols}.items():
             i = int(np.searchsorted(col.steps, cutoff, side="left"))
-            keep = self.keep.get(m)
-            lo = 0 if keep is None or m not in self.cols else max(0, i - keep)
+            lo = col.start(i, self.keep.get(m)) if m in self.cols else 0
             parts[m] = (col.steps[lo:], col.values[lo:])
         union = (
             np.unique(np.concatenate([s for s, _ in parts.values()]))
@@ -328,13 +336,26 @@ class Evaluator:
             st.skipped = ""
             st.metrics = {m: ctx.tags.get(m, m) for m in dict.fromkeys(sig.metrics)}
             was = st.firing
+            before = {e.first for e in st.episodes}
+            ongoing = st.episodes[-1].first if was and st.episodes else None
             self._merge(rule, st, sig, cuts[rule.code])
-            if st.firing and not was:
-                v = self._verdict(rule, ctx)
-                changes.append(Change("fired", rule.code, v, v.episodes[-1]))
-            elif was and not st.firing and st.episodes:
-                v = self._verdict(rule)
-                changes.append(Change("resolved", rule.code, v, v.episodes[-1]))
+            fresh = [i for i, e in enumerate(st.episodes) if e.first not in before]
+            ended = (
+                ongoing is not None
+                and (not st.firing or st.episodes[-1].first != ongoing)
+                and any(e.first == ongoing for e in st.episodes)
+            )
+            if not fresh and not ended:
+                continue
+            v = self._verdict(rule, ctx)
+            last = len(st.episodes) - 1
+            if ended:
+                i = next(i for i, e in enumerate(st.episodes) if e.first == ongoing)
+                changes.append(Change("resolved", rule.code, v, v.episodes[i]))
+            for i in fresh:  # an episode that began (and maybe ended) since the last update
+                changes.append(Change("fired", rule.code, v, v.episodes[i]))
+                if i != last or not st.firing:
+                    changes.append(Change("resolved", rule.code, v, v.episodes[i]))
         return changes
 
     def _merge(self, rule: Rule, st: _RuleState, sig: Any, cutoff: int) -> None:
