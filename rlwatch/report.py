@@ -53,6 +53,7 @@ class Report:
     rules: int = 0
     series: dict[str, dict[str, Any]] = field(default_factory=dict)  # rlwatch/series.py
     html_report: str | None = None  # where `diagnose --html FILE` wrote the page
+    diff: dict[str, Any] | None = None  # `diagnose --baseline RUN` (rlwatch/diff.py)
 
     def __post_init__(self) -> None:
         self.fail_on = Severity.parse(self.fail_on)
@@ -108,6 +109,7 @@ class Report:
             "verdicts": [v.to_dict() for v in self.verdicts],
             **({"series": self.series} if self.series else {}),
             **({"html_report": self.html_report} if self.html_report else {}),
+            **({"diff": self.diff} if self.diff else {}),
         }
 
 

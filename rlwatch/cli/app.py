@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from rlwatch import __version__
-from rlwatch.cli import diagnose, metrics, rules, tail
+from rlwatch.cli import diagnose, diff, metrics, rules, tail
 
 app = typer.Typer(
     name="rlwatch",
@@ -48,6 +48,7 @@ def _root(
 app.command("diagnose")(diagnose.diagnose)
 app.command("metrics")(metrics.metrics)
 app.command("tail")(tail.tail)
+app.command("diff")(diff.diff)
 app.add_typer(rules.app, name="rules")
 
 

@@ -58,6 +58,14 @@ def diagnose(
             "--format github and markdown then link it.",
         ),
     ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            help="Also compare the (one) TARGET with this known-good run, as `rlwatch diff` "
+            "does; a regression fails the gate too.",
+        ),
+    ] = None,
     rules: Annotated[
         list[str] | None,
         typer.Option(
@@ -132,6 +140,10 @@ def diagnose(
             progress=True,
             series=fmt is ReportFormat.html or html is not None,
         )
+        if baseline is not None:
+            report.diff = _baseline_diff(
+                baseline, targets, str(report.fail_on), rules, select, ignore
+            )
         machine = fmt.value if fmt is not ReportFormat.text else ("json" if output else None)
         for path, kind in ((html, "html"), (output, machine)):
             if path is None:
@@ -146,13 +158,47 @@ def diagnose(
             if path is html:
                 report.html_report = str(html)
     if output is None and machine is not None:
-        typer.echo(RENDERERS[machine](report), nl=False)
+        typer.echo(RENDERERS[machine](report) + _diff_text(report, machine), nl=False)
     else:
         from rlwatch.render.text import report_renderable
 
         stdout_console().print(report_renderable(report, verbose=verbose))
+        typer.echo(_diff_text(report, "text"), nl=False)
     if fmt is ReportFormat.github and os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as f:
-            f.write(RENDERERS["markdown"](report))
-    if not report.healthy and not exit_zero:
+            f.write(RENDERERS["markdown"](report) + _diff_text(report, "markdown"))
+    regressed = bool(report.diff) and report.diff["status"] == "regressed"
+    if (not report.healthy or regressed) and not exit_zero:
         raise typer.Exit(ExitCode.UNHEALTHY)
+
+
+def _baseline_diff(baseline, targets, fail_on, rules, select, ignore) -> dict:
+    """`--baseline RUN`: the diff of the one target against it (plain data)."""
+    from rlwatch.diff import Options, run_diff
+    from rlwatch.errors import UsageError
+
+    if len(targets) != 1:
+        raise UsageError("--baseline compares one TARGET with the baseline; got several")
+    result, _ = run_diff(
+        baseline,
+        targets[0],
+        rules=rules,
+        select=select,
+        ignore=ignore,
+        opts=Options(fail_on=fail_on),
+    )
+    return result
+
+
+def _diff_text(report, fmt: str | None) -> str:
+    """The diff's own rendering to follow the report (json and html carry it inside)."""
+    d = report.diff
+    if not d or fmt in ("json", "html", "junit"):
+        return ""
+    from rlwatch.render import diff as render
+
+    if fmt == "github":
+        return render.github_lines(d)
+    if fmt == "markdown":
+        return "\n" + render.render_diff_markdown(d)
+    return "\n" + render.render_diff_text(d)
