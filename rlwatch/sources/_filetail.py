@@ -15,7 +15,10 @@ Each case is reported once, as one line, through `notices()`.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+
+MAX_LINE = 64 << 20  # a line longer than this is dropped rather than held
 
 
 class FileTail:
@@ -113,6 +116,16 @@ class FileTail:
         data = self._drain()
         return out + self._lines(data, final=False)
 
+    def blocks(self, size: int = 1 << 20) -> Iterator[str]:
+        """`read()` decoded, in pieces of about `size` bytes cut at line ends."""
+        data = self.read()
+        at = 0
+        while at < len(data):
+            end = data.find(b"\n", min(at + size, len(data)) - 1)
+            end = len(data) if end < 0 else end + 1
+            yield data[at:end].decode("utf-8", "replace")
+            at = end
+
     def _lines(self, data: bytes, *, final: bool) -> bytes:
         self.offset += len(data)
         data = self.pending + data
@@ -121,9 +134,11 @@ class FileTail:
             return data if not data or data.endswith(b"\n") else data + b"\n"
         end = data.rfind(b"\n")
         if end < 0:
-            self.pending = data
+            self.pending = data if len(data) <= MAX_LINE else b""
             return b""
         self.pending = data[end + 1 :]
+        if len(self.pending) > MAX_LINE:  # a line too long to hold: dropped, not kept growing
+            self.pending = b""
         return data[: end + 1]
 
     def _from_copy(self) -> tuple[bytes, Path | None]:

@@ -245,9 +245,10 @@ class Follower:
         self.last_step: int | None = None
         self._stamp: tuple[float, int] | None = None
         self.lineno = 1
+        self.tail: Any = None
 
     def poll(self) -> RunFrame:
-        if not self.path.exists():
+        if not self.path.exists() and self.tail is None:
             raise SourceError(f"{self.path}: no such file")
         if self.fmt is None:
             self.fmt = sniff(self.path) if self.path.stat().st_size else None
@@ -257,12 +258,18 @@ class Follower:
             return self._poll_document()
         if self.parser is None:
             self.parser = _line_parser(self.fmt, self.cols)
-        blocks = Blocks(self.path, self.offset)
-        blocks.lineno = self.lineno
-        for text in blocks:
-            self.parser.feed(text, blocks.lineno)
-        self.offset, self.lineno = blocks.offset, blocks.lineno
+        if self.tail is None:
+            from rlwatch.sources._filetail import FileTail
+
+            self.tail = FileTail(self.path)  # by inode and name: rotation, copytruncate, ...
+        for text in self.tail.blocks():
+            self.parser.feed(text, self.lineno)
+            self.lineno += text.count("\n")
         return self._delta()
+
+    def notices(self) -> list[str]:
+        """Files that moved since the last call (rotated, truncated, recreated, deleted)."""
+        return self.tail.notices() if self.tail is not None else []
 
     def _poll_document(self) -> RunFrame:
         st = self.path.stat()
