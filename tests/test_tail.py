@@ -110,7 +110,7 @@ def test_stale_runs_and_vanished_sources_are_reported_not_fatal(tmp_path: Path) 
     assert stale.kind == "stale" and "no update for" in stale.message
     log.unlink()
     (gone,) = watch.poll()
-    assert gone.kind == "file" and "deleted or moved away" in gone.message
+    assert gone.kind == "file" and "deleted; waiting" in gone.message
     assert watch.poll() == []  # said once
 
 

@@ -75,46 +75,49 @@ class FileTail:
 
     def read(self) -> bytes:
         """The complete lines appended since the last read (a partial last line waits)."""
-        out = b""
-        if self.fd is None and not self._open():
-            if not self.gone:
-                self.gone = True
-            return b""
+        if self.fd is None:
+            if not self._open():
+                return b""
+            if self.gone:  # it came back after a deletion already reported
+                self.gone = False
         try:
             st = os.stat(self.path)
             here: tuple[int, int] | None = (st.st_dev, st.st_ino)
         except OSError:
             here, st = None, None
-        if here == self.ino and st is not None and st.st_size < self.offset + len(self.pending):
-            # truncated in place: first whatever the copy holds beyond what we read
-            rest, copy = self._from_copy()
-            out += self._lines(rest, final=True)
-            self.offset, self.pending, self.head = 0, b"", b""
-            where = f" ({len(rest)} bytes read from the copy {copy.name})" if copy else ""
-            self._notices.append(f"{self.path}: truncated in place (copytruncate){where}")
-        if here != self.ino:
-            data = self._drain()  # the rest of the old file, through the open descriptor
-            out += self._lines(data, final=True)
-            self._close()
-            if here is None:
-                if not self.gone:
-                    self.gone = True
-                    self._notices.append(f"{self.path}: deleted or moved away; waiting for it")
-                return out
-            moved = _renamed_to(self.path, self.ino)
-            what = f"rotated to {moved.name}" if moved else "recreated"
-            self._notices.append(f"{self.path}: {what}; reading the new file from its start")
+        if here is None:  # gone: read what the old file still gets, say so once
+            out = self._lines(self._drain(), final=False)
+            if not self.gone:
+                self.gone = True
+                moved = _renamed_to(self.path, self.ino)
+                self._notices.append(
+                    f"{self.path}: rotated to {moved.name}; waiting for a new file"
+                    if moved
+                    else f"{self.path}: deleted; waiting for it to come back"
+                )
+            return out
+        out = b""
+        if here != self.ino:  # rotated or recreated: the rest of the old file, then the new
+            out = self._lines(self._drain(), final=True)
+            if not self.gone:
+                moved = _renamed_to(self.path, self.ino)
+                what = f"rotated to {moved.name}" if moved else "recreated"
+                self._notices.append(f"{self.path}: {what}; reading the new file from its start")
             self.gone = False
+            self._close()
             if not self._open():
                 return out
-        elif self.gone:
-            self.gone = False
+        elif st is not None and st.st_size < self.offset:
+            # truncated in place: first whatever the copy holds beyond what was read
+            rest, copy = self._from_copy()
+            out = self._lines(rest, final=True)
+            self.offset, self.pending, self.head = 0, b"", b""
+            where = f"; {len(rest)} bytes read from the copy {copy.name}" if copy else ""
+            self._notices.append(f"{self.path}: truncated in place (copytruncate){where}")
         elif self.head and os.pread(self.fd, len(self.head), 0) != self.head:
-            # rewritten in place past the old offset: read it from its start
             self.offset, self.pending, self.head = 0, b"", b""
             self._notices.append(f"{self.path}: rewritten in place; reading it from its start")
-        data = self._drain()
-        return out + self._lines(data, final=False)
+        return out + self._lines(self._drain(), final=False)
 
     def blocks(self, size: int = 1 << 20) -> Iterator[str]:
         """`read()` decoded, in pieces of about `size` bytes cut at line ends."""

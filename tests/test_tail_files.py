@@ -1,0 +1,129 @@
+"""Files that move while tail follows them: a real writer thread rotates (rename + new file),
+copy-truncates, recreates or deletes its log; tail must see every row exactly once (compared
+with a final batch read of every file the writer wrote), say what happened in one line, and
+keep following the other files of a folder when one disappears."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from rlwatch.engine.rules import load_rules
+from rlwatch.live import Watch
+from rlwatch.sources import load
+
+RULES = load_rules()
+N = 400
+
+
+def _line(step: int) -> str:
+    return json.dumps({"step": step, "data": {"actor/entropy": 0.5, "actor/grad_norm": 1.0}}) + "\n"
+
+
+def _writer(path: Path, how: str, done: threading.Event) -> None:
+    fh = open(path, "a", buffering=1)  # noqa: SIM115 - the writer reopens it
+    for step in range(N):
+        if step == N // 2:
+            if how == "rotate":  # logrotate's default: rename, then the writer reopens
+                os.rename(path, path.with_name(path.name + ".1"))
+                fh.write(_line(step))  # a late line still lands in the rotated file
+                fh.close()
+                time.sleep(0.02)
+                fh = open(path, "a", buffering=1)  # noqa: SIM115 - the writer reopens it
+                continue
+            if how == "copytruncate":
+                fh.flush()
+                shutil.copy2(path, path.with_name(path.name + ".1"))
+                with open(path, "r+") as t:
+                    t.truncate(0)
+                fh.close()
+                fh = open(path, "a", buffering=1)  # noqa: SIM115 - the writer reopens it
+            if how == "recreate":
+                fh.close()
+                shutil.copy2(path, path.with_name(path.name + ".old"))  # what the batch reads
+                path.unlink()
+                time.sleep(0.02)
+                fh = open(path, "a", buffering=1)  # noqa: SIM115 - the writer reopens it
+        text = _line(step)
+        if step % 5 == 0:  # a line written in two pieces
+            fh.write(text[:10])
+            fh.flush()
+            time.sleep(0.001)
+            text = text[10:]
+        fh.write(text)
+        time.sleep(0.0005)
+    fh.close()
+    done.set()
+
+
+def _follow(target: Path, path: Path, how: str) -> tuple[Watch, list]:
+    watch = Watch([str(target)], RULES, keep_rows=True)
+    done = threading.Event()
+    t = threading.Thread(target=_writer, args=(path, how, done))
+    t.start()
+    events = []
+    while not done.is_set():
+        events += watch.poll()
+        time.sleep(0.003)
+    t.join()
+    events += watch.poll()
+    return watch, events
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ("rotate", "rotated to train.jsonl.1"),
+        ("copytruncate", "truncated in place (copytruncate)"),
+        ("recreate", None),
+    ],
+)
+def test_no_row_lost_or_read_twice_when_the_file_moves(tmp_path: Path, how, said) -> None:
+    path = tmp_path / "train.jsonl"
+    path.write_text("")
+    watch, events = _follow(path, path, how)
+    rows = watch.rows()
+    seen = Counter(rows[rows["tag"] == "actor/entropy"]["step"].tolist())
+    lost = [s for s in range(N) if s not in seen]
+    duplicated = [s for s, c in seen.items() if c > 1]
+    print(f"{how}: lost {len(lost)}, duplicated {len(duplicated)}")
+    assert lost == [] and duplicated == []
+    # the final batch read of every file the writer wrote holds the same rows
+    batch = set()
+    for f in tmp_path.iterdir():
+        d = load([str(f)]).data
+        batch |= set(d[d["tag"] == "actor/entropy"]["step"].tolist())
+    assert batch == set(seen)
+    notes = [e.message for e in events if e.kind == "file"]
+    assert len(notes) == 1, notes
+    if said:
+        assert said in notes[0]
+    else:
+        assert "recreated" in notes[0] or "deleted" in notes[0]
+
+
+def test_one_missing_file_never_stalls_the_others(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(_line(0))
+    b.write_text(_line(0))
+    watch = Watch([str(tmp_path)], RULES, keep_rows=True)
+    watch.poll()
+    a.unlink()
+    events = []
+    for step in range(1, 30):
+        with open(b, "a") as fh:
+            fh.write(_line(step))
+        events += watch.poll()
+    assert watch.runs["b"].last_step == 29
+    notes = [e.message for e in events if e.kind == "file"]
+    assert len(notes) == 1 and "a.jsonl: deleted" in notes[0]
+    a.write_text(_line(0) + _line(1))  # it comes back
+    watch.poll()
+    assert watch.runs["a"].last_step == 1
