@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -24,8 +25,16 @@ def _progress(message: str, enabled: bool) -> Any:
     return Console(stderr=True).status(message)
 
 
+def _has_finite(frame: RunFrame, run: str, metric: str) -> bool:
+    import numpy as np
+
+    d = frame.run_data(run)
+    values = d.loc[d["metric"] == metric, "value"].to_numpy()
+    return bool(np.isfinite(values).any())
+
+
 def diagnose(
-    targets: list[str],
+    targets: list[str] | str | os.PathLike[str],
     *,
     rules: list[str] | None = None,
     select: list[str] | None = None,
@@ -36,6 +45,7 @@ def diagnose(
     tracking_uri: str | None = None,
     progress: bool = False,
     series: bool = False,
+    timeout: float | None = None,
 ) -> Report:
     """Read `targets`, evaluate the rules, and return the Report.
 
@@ -57,16 +67,27 @@ def diagnose(
             f"--require {unknown[0]!r} is not a canonical metric (see "
             "rules/metrics.yaml or `rlwatch metrics TARGET`)"
         )
+    if isinstance(targets, str | os.PathLike):
+        targets = [os.fspath(targets)]
     ruleset: RuleSet = choose(load_rules(rules), select, ignore)
     with _progress(f"reading {len(targets)} target(s)", progress):
-        frame = load_run(targets, log_format=log_format, tracking_uri=tracking_uri)
+        frame = load_run(targets, log_format=log_format, tracking_uri=tracking_uri, timeout=timeout)
     if frame.data.empty:
-        raise SourceError(f"no scalars found in {', '.join(targets)}: nothing to diagnose")
+        raise SourceError(
+            f"no scalars found in {', '.join(map(str, targets))}: nothing to diagnose "
+            "(a run with no scalar logged yet cannot be judged healthy)"
+        )
     for metric in require or []:
         missing = [n for n, info in frame.runs.items() if metric not in info.metrics]
         if missing:
             raise SourceError(
                 f"required metric {metric!r} not found in run(s) {', '.join(missing)}"
+            )
+        empty = [n for n in frame.runs if not _has_finite(frame, n, metric)]
+        if empty:
+            raise SourceError(
+                f"required metric {metric!r} has no finite value (only NaN/inf) in run(s) "
+                f"{', '.join(empty)}"
             )
     with _progress("evaluating rules", progress):
         report = build(frame, ruleset, fail_on=fail_on, series=series)

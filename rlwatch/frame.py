@@ -90,6 +90,8 @@ def _plain(v: object) -> object:
 class RunFrame:
     data: pd.DataFrame
     runs: dict[str, RunInfo]
+    # files under a folder target that looked like runs but could not be read (sources.Skipped)
+    skipped: list = field(default_factory=list)
 
     # -- construction -------------------------------------------------------------------
     @classmethod

@@ -54,6 +54,8 @@ class Report:
     series: dict[str, dict[str, Any]] = field(default_factory=dict)  # rlwatch/series.py
     html_report: str | None = None  # where `diagnose --html FILE` wrote the page
     diff: dict[str, Any] | None = None  # `diagnose --baseline RUN` (rlwatch/diff.py)
+    # files under folder targets that looked like runs but could not be read: {path, reason}
+    skipped: list[dict[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.fail_on = Severity.parse(self.fail_on)
@@ -70,7 +72,7 @@ class Report:
         """Per-run Reports (evaluated with the same rules and --fail-on) as one."""
         if not reports:
             return cls([], [])
-        return cls(
+        merged = cls(
             [r for rep in reports for r in rep.runs],
             [v for rep in reports for v in rep.verdicts],
             {k: v for rep in reports for k, v in rep.symptoms.items()},
@@ -78,6 +80,8 @@ class Report:
             reports[0].rules,
             {k: v for rep in reports for k, v in rep.series.items()},
         )
+        merged.skipped = [s for rep in reports for s in rep.skipped]
+        return merged
 
     @property
     def failing(self) -> list[Verdict]:
@@ -106,6 +110,9 @@ class Report:
             "rules": self.rules,
             "counts": counts,
             "runs": [{**r, "symptoms": self.symptoms.get(r["name"], [])} for r in self.runs],
+            "run_count": len(self.runs),
+            "skipped": [dict(s) for s in self.skipped],
+            "skipped_count": len(self.skipped),
             "verdicts": [v.to_dict() for v in self.verdicts],
             **({"series": self.series} if self.series else {}),
             **({"html_report": self.html_report} if self.html_report else {}),
@@ -128,6 +135,7 @@ def build(frame: Any, rules: RuleSet, *, fail_on: str = "error", series: bool = 
         verdicts += mine
         symptoms[run] = symptom_table(ctx.wide, {v.code for v in mine if v.fired}, table)
     report = Report(summarise(frame), verdicts, symptoms, fail_on, len(rules.rules))
+    report.skipped = [s.to_dict() if hasattr(s, "to_dict") else dict(s) for s in frame.skipped]
     if series:
         from rlwatch.series import collect
 

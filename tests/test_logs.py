@@ -198,14 +198,12 @@ def test_a_flag_forces_the_format(tmp_path: Path) -> None:
 def test_a_directory_of_logs_is_a_set_of_runs(tmp_path: Path) -> None:
     (tmp_path / "a.log").write_text("step:1 - actor/entropy:0.500 - actor/pg_clipfrac:0.001\n")
     (tmp_path / "b.jsonl").write_text('{"step": 1, "reward": 0.5}\n')
-    (tmp_path / "README.txt").write_text("hello\n")
+    (tmp_path / "README.txt").write_text("hello\n")  # not a run: not listed
+    (tmp_path / "c.log").write_text("hello\n")  # named like a run: listed as skipped
     frame = load([str(tmp_path)])
     assert set(frame.runs) == {"a", "b"}
-    assert any(
-        "not a run:" in w and "README.txt" in w
-        for info in frame.runs.values()
-        for w in info.warnings
-    )
+    assert [Path(s.path).name for s in frame.skipped] == ["c.log"]
+    assert "unrecognised log format" in frame.skipped[0].reason
 
 
 def test_follower_reads_only_new_complete_lines(tmp_path: Path) -> None:

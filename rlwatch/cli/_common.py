@@ -51,7 +51,9 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except RlwatchError as exc:
-        typer.echo(f"rlwatch: error: {exc}", err=True)
+        from rlwatch.errors import redact_secrets
+
+        typer.echo(f"rlwatch: error: {redact_secrets(str(exc))}", err=True)
         raise typer.Exit(exc.exit_code) from None
 
 
@@ -60,6 +62,21 @@ def _plain() -> dict[str, object]:
     import os
 
     return {"color_system": None} if os.environ.get("NO_COLOR") else {}
+
+
+TIMEOUT_HELP = (
+    "Overall deadline in seconds for reading an MLflow or W&B run over the network "
+    "(exit 2 when it passes)."
+)
+
+
+def report_skipped(skipped: list) -> None:
+    """Name every file that looked like a run but could not be read, with the reason."""
+    from rlwatch.errors import redact_secrets
+
+    for s in skipped:
+        text = f"{s['path']}: {s['reason']}" if isinstance(s, dict) else str(s)
+        typer.echo(f"rlwatch: skipped {redact_secrets(text)}", err=True)
 
 
 def stdout_console():

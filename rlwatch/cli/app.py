@@ -2,12 +2,105 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+
 import typer
+from typer._click.exceptions import ClickException
+from typer._click.exceptions import UsageError as ClickUsageError
+from typer.core import TyperGroup
+from typer.exceptions import Abort, Exit
 
 from rlwatch import __version__
 from rlwatch.cli import diagnose, diff, metrics, rules, tail
+from rlwatch.errors import ExitCode
+
+DEBUG_ENV = "RLWATCH_DEBUG"
+
+
+def _debugging() -> bool:
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def _ascii_safe_streams() -> None:
+    """Never die of a UnicodeEncodeError on an ASCII-only terminal or pipe: replace instead."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):  # a detached stream
+                reconfigure(errors="replace")
+
+
+def unexpected(exc: BaseException) -> str:
+    """The one line for an exception rlwatch did not expect (secrets redacted)."""
+    from rlwatch.errors import redact_secrets
+
+    if isinstance(exc, MemoryError):
+        what = "ran out of memory reading the input"
+    elif isinstance(exc, RecursionError):
+        what = "the input is nested too deeply to read"
+    else:
+        text = (str(exc).strip().splitlines() or [""])[0]
+        what = f"unexpected {type(exc).__name__}" + (f": {text}" if text else "")
+    what = redact_secrets(what)
+    if len(what) > 300:
+        what = what[:297] + "..."
+    return (
+        f"rlwatch: error: {what} — this is not a verdict on the run; rerun with --debug for "
+        "the traceback (and report it if the input is valid)"
+    )
+
+
+class GuardedGroup(TyperGroup):
+    """The one top-level guard: whatever happens, a crash is exit 2 with one line, never a
+    traceback and never exit 1 (which means only "an error verdict fired").
+
+    `--debug` (anywhere on the command line, or RLWATCH_DEBUG=1) shows the traceback instead.
+    """
+
+    def main(self, args=None, *a, **kw):  # type: ignore[no-untyped-def,override]
+        args = list(sys.argv[1:] if args is None else args)
+        if "--debug" in args[: args.index("--") if "--" in args else len(args)]:
+            args.remove("--debug")
+            os.environ[DEBUG_ENV] = "1"
+        _ascii_safe_streams()
+        return super().main(args, *a, **kw)
+
+    def invoke(self, ctx):  # type: ignore[no-untyped-def]
+        try:
+            return super().invoke(ctx)
+        except (Exit, ClickUsageError):
+            raise
+        except Abort:
+            raise Exit(130) from None
+        except ClickException as exc:
+            exc.exit_code = int(ExitCode.FAILED)
+            raise
+        except KeyboardInterrupt:
+            raise Exit(130) from None
+        except BrokenPipeError:
+            with contextlib.suppress(OSError):
+                sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the reader went away
+            raise Exit(int(ExitCode.FAILED)) from None
+        except Exception as exc:
+            from rlwatch.errors import RlwatchError
+
+            if _debugging():
+                import traceback
+
+                traceback.print_exc()
+            if isinstance(exc, RlwatchError):
+                from rlwatch.errors import redact_secrets
+
+                typer.echo(f"rlwatch: error: {redact_secrets(str(exc))}", err=True)
+                raise Exit(int(exc.exit_code)) from None
+            typer.echo(unexpected(exc), err=True)
+            raise Exit(int(ExitCode.FAILED)) from None
+
 
 app = typer.Typer(
+    cls=GuardedGroup,
     name="rlwatch",
     help="Run monitor and health diagnoser for RL post-training runs (PPO, GRPO, RLOO, DAPO, "
     "DPO, reward models) made with verl, TRL, OpenRLHF, NeMo RL, prime-rl, Tinker and "
@@ -22,7 +115,8 @@ app = typer.Typer(
     "  rlwatch metrics train.log     how the metric names were read\n\n"
     "  rlwatch rules explain EX03     what a rule checks and why\n\n"
     "Exit codes: 0 healthy, 1 a verdict at or above --fail-on fired, 2 rlwatch could not do "
-    "its job (bad arguments, unreadable source, invalid rule file, nothing to evaluate).",
+    "its job (bad arguments, unreadable source, invalid rule file, nothing to evaluate) or "
+    "crashed — a crash is always 2, never 1. Add --debug anywhere to see a traceback.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
@@ -57,3 +151,12 @@ def main() -> None:
         app()
     except KeyboardInterrupt:  # pragma: no cover - interactive
         raise SystemExit(130) from None
+    except SystemExit:
+        raise
+    except BaseException as exc:  # the guard of last resort (errors outside any command)
+        if _debugging():
+            raise
+        try:
+            print(unexpected(exc), file=sys.stderr)
+        finally:
+            raise SystemExit(int(ExitCode.FAILED)) from None

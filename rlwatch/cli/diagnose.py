@@ -12,9 +12,11 @@ import typer
 from rlwatch.cli._common import (
     LOG_FORMAT_HELP,
     TARGETS_HELP,
+    TIMEOUT_HELP,
     TRACKING_URI_HELP,
     ExitCode,
     SeverityChoice,
+    report_skipped,
     stdout_console,
     user_errors,
 )
@@ -107,6 +109,7 @@ def diagnose(
     tracking_uri: Annotated[
         str | None, typer.Option("--tracking-uri", help=TRACKING_URI_HELP)
     ] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help=TIMEOUT_HELP)] = 60.0,
     verbose: Annotated[
         bool,
         typer.Option(
@@ -139,11 +142,13 @@ def diagnose(
             tracking_uri=tracking_uri,
             progress=True,
             series=fmt is ReportFormat.html or html is not None,
+            timeout=timeout,
         )
         if baseline is not None:
             report.diff = _baseline_diff(
                 baseline, targets, str(report.fail_on), rules, select, ignore
             )
+        report_skipped(report.skipped)
         machine = fmt.value if fmt is not ReportFormat.text else ("json" if output else None)
         for path, kind in ((html, "html"), (output, machine)):
             if path is None:

@@ -129,6 +129,7 @@ def evaluate_rule(
         sig = evaluate(ctx, rule.when)
     except Skip as exc:
         base.state, base.reason = "skipped", str(exc)
+        _fire_without_values(ctx, rule, base)
         return base, None, None
     base.metrics = {m: ctx.tags.get(m, m) for m in dict.fromkeys(sig.metrics)}
     mask = sig.mask
@@ -149,6 +150,30 @@ def evaluate_rule(
             base.checks = _checks(ctx, rule, base.episodes[0])
             base.context = _context(ctx, sig.metrics[0], base.episodes[0])
     return base, fire, sig
+
+
+def _fire_without_values(ctx: Context, rule: Rule, verdict: Verdict) -> None:
+    """No value is not healthy: a metric the rule needs that was logged but has no finite
+    value at all (NaN/inf at every step) makes the rule fire instead of being skipped."""
+    from rlwatch.engine.conditions import metrics_of
+
+    for metric in dict.fromkeys(metrics_of(rule.when)):
+        steps = ctx.nonfinite.get(metric)
+        if steps is None or not len(steps):
+            continue
+        if metric in ctx.wide.columns and ctx.wide[metric].notna().any():
+            continue
+        first, last = int(steps.min()), int(steps.max())
+        summary = (
+            f"{metric} has no finite value at all: NaN/inf at all {len(steps)} logged step(s) "
+            f"({first}-{last}); {verdict.reason}"
+        )
+        verdict.episodes.append(
+            Episode(first, last, last, {"nonfinite_steps": float(len(steps))}, summary)
+        )
+        verdict.state, verdict.reason = "firing", ""
+        verdict.metrics = {metric: ctx.tags.get(metric, metric)}
+        return
 
 
 def _context(

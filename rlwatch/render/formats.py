@@ -56,8 +56,23 @@ def render_junit(report: Report) -> str:
                 out.append(f"      <system-out>{escape(f'{v.severity}: {v.summary}')}</system-out>")
             out.append("    </testcase>")
         out.append("  </testsuite>")
+    if report.skipped:  # files that looked like runs but could not be read
+        out.append(
+            f'  <testsuite name="rlwatch: unreadable runs" tests="{len(report.skipped)}" '
+            f'failures="0" skipped="{len(report.skipped)}">'
+        )
+        for s in report.skipped:
+            out.append(f'    <testcase classname={quoteattr(s["path"])} name="read">')
+            out.append(f"      <skipped message={quoteattr(s['reason'])}/>")
+            out.append("    </testcase>")
+        out.append("  </testsuite>")
+    out.append(f"<!-- rlwatch: {_counts(report)} -->")
     out.append("</testsuites>")
     return "\n".join(out) + "\n"
+
+
+def _counts(report: Report) -> str:
+    return f"{len(report.runs)} run(s) read, {len(report.skipped)} skipped"
 
 
 def _escape_data(s: str) -> str:
@@ -83,7 +98,15 @@ def render_github(report: Report) -> str:
     fired = len(lines)
     if report.html_report:  # diagnose --html FILE: point at the page (a CI artifact)
         lines.append(f"::notice title=rlwatch HTML report::{_escape_data(report.html_report)}")
-    lines.append(f"rlwatch: {report.status} ({fired} verdict(s) fired; --fail-on {report.fail_on})")
+    for s in report.skipped:
+        lines.append(
+            f"::warning title={_escape_prop('rlwatch: run not read')}::"
+            f"{_escape_data(s['path'] + ': ' + s['reason'])}"
+        )
+    lines.append(
+        f"rlwatch: {report.status} ({fired} verdict(s) fired; --fail-on {report.fail_on}; "
+        f"{_counts(report)})"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -100,9 +123,12 @@ def render_markdown(report: Report) -> str:
     out = [
         f"## rlwatch: {report.status}",
         "",
-        f"{len(report.runs)} run(s), {report.rules} rules, failing at `{report.fail_on}` or above.",
+        f"{len(report.runs)} run(s), {len(report.skipped)} skipped, {report.rules} rules, "
+        f"failing at `{report.fail_on}` or above.",
         "",
     ]
+    for s in report.skipped:
+        out += [f"> skipped `{s['path']}`: {s['reason']}", ""]
     if report.html_report:
         out += [f"Curves and checks: HTML report `{report.html_report}`.", ""]
     for run in report.runs:

@@ -69,11 +69,19 @@ def report_renderable(report: Report, *, verbose: bool = False) -> Any:
     parts.append(
         Text(
             f"\n{report.status}: {len(failing)} verdict(s) at or above "
-            f"{report.fail_on} in {len(report.runs)} run(s)",
+            f"{report.fail_on} in {len(report.runs)} run(s)"
+            f"{_skipped_note(report)}",
             style=style,
         )
     )
+    for s in report.skipped:
+        parts.append(Text(f"  skipped {s['path']}: {s['reason']}", style="yellow"))
     return Group(*parts)
+
+
+def _skipped_note(report: Report) -> str:
+    n = len(report.skipped)
+    return f", {n} skipped (not readable; listed below)" if n else ", 0 skipped"
 
 
 def _indented(text: Any, left: int = 10) -> Any:

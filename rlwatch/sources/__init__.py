@@ -1,13 +1,25 @@
-"""Target resolution: what the user typed -> a reader -> a RunFrame."""
+"""Target resolution and discovery: what the user typed -> the runs under it -> a RunFrame.
+
+A folder target yields every run under it, of every kind, each named by its path relative to
+the target: a folder holding TensorBoard event files is one run (as TensorBoard sees it); a
+`.wandb` file is one run and claims its folder (the log files beside it are the same run printed
+another way); a TRL output folder's `trainer_state.json` and its `checkpoint-*/` copies are one
+run (the most complete file is read); every other log file is a run. Symlinked folders are
+followed once. A file that looks like a run but cannot be read is `Skipped`, with the reason.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
+import stat
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlwatch.errors import UsageError
+from rlwatch.errors import RlwatchError, SourceError, UsageError
 from rlwatch.frame import RunFrame
 
 ACCEPTED = (
@@ -18,15 +30,346 @@ ACCEPTED = (
     "a W&B run URL, a trackio project (.db file, trackio:<project>[/<run>]), a SwanLab "
     "run folder or run-*.swanlab file"
 )
+# suffixes that say "this is a run log": unreadable ones are reported, not ignored
+STRONG_LOG_SUFFIXES = {".log", ".jsonl", ".ndjson"}
+DOCUMENT_SUFFIXES = {".md", ".html"}
+CHECKPOINT = re.compile(r"^checkpoint-\d+$")
+TRACKER_DIR = re.compile(r"^(?:offline-)?run-\d")
+WANDB_EXTRA = "the wandb extra is not installed: pip install 'rlwatch[wandb]'"
+MAX_DEPTH = 64  # folders below a target; deeper trees are cut (with a note)
+
+
+@dataclass
+class Skipped:
+    """A file that looks like a run but could not be read, and why."""
+
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+@dataclass
+class Found:
+    """One run found under a target: its name, kind and files; `load()` reads it."""
+
+    name: str
+    kind: str  # "tensorboard" | "wandb" | "swanlab" | "trackio" (a project: many runs) | "log"
+    paths: list[Path]
+    address: str
+    log_format: str | None = None
+    notes: list[str] = field(default_factory=list)
+    own_name: bool = False  # keep the name the source gives (a W&B run's display name)
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """Identity of the run on disk (the same run given twice is read once)."""
+        return (self.kind, *sorted(os.path.realpath(p) for p in self.paths))
+
+    def load(self) -> RunFrame:
+        if self.kind == "tensorboard":
+            from rlwatch.sources import tensorboard
+
+            frame = tensorboard.load_files(self.name, self.paths)
+        elif self.kind == "wandb":
+            if importlib.util.find_spec("wandb") is None:
+                raise SourceError(f"{self.address}: {WANDB_EXTRA}")
+            from rlwatch.sources import wandb_local
+
+            frame = wandb_local.load_file(self.paths[0], None if self.own_name else self.name)
+        elif self.kind == "swanlab":
+            from rlwatch.sources import swanlab
+
+            frame = swanlab.load_file(self.paths[0])
+        elif self.kind == "trackio":
+            from rlwatch.sources import trackio
+
+            frame = trackio.load(self.paths[0])
+            if not self.own_name:  # a project of runs: each under the project's path
+                frame = frame.renamed({n: f"{self.name}/{n}" for n in frame.runs})
+            return self._noted(frame)
+        else:
+            from rlwatch.sources import logs
+
+            frame = logs.load_file(self.paths[0], self.log_format)
+        if self.own_name:  # the run is the target itself: the source's own name stands
+            return self._noted(frame)
+        if list(frame.runs) != [self.name]:
+            (old,) = frame.runs
+            frame = frame.renamed({old: self.name})
+        return self._noted(frame)
+
+    def _noted(self, frame: RunFrame) -> RunFrame:
+        if self.notes:
+            for info in frame.runs.values():
+                info.warnings.extend(self.notes)
+        return frame
+
+
+@dataclass
+class Discovery:
+    runs: list[Found] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+def _kind_of_special(mode: int) -> str | None:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        return "not a regular file"
+    return None
+
+
+def check_readable_file(path: Path) -> None:
+    """Refuse, before any read, what is not a regular readable file (FIFO, device, socket,
+    dangling symlink, no permission)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise SourceError(f"{path}: dangling symlink (it points at nothing)") from None
+        raise SourceError(f"{path}: no such file or directory") from None
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read ({exc.strerror})") from None
+    special = _kind_of_special(st.st_mode)
+    if special is not None or stat.S_ISDIR(st.st_mode):
+        what = special or "a directory"
+        raise SourceError(f"{path}: is {what}, not a regular file; give a run file or folder")
+    if not os.access(path, os.R_OK):
+        raise SourceError(f"{path}: cannot read (permission denied)")
+
+
+def _file_kind(path: Path) -> str:
+    from rlwatch.sources import swanlab, tensorboard, trackio
+
+    if tensorboard.is_event_file(path):
+        return "tensorboard"
+    if path.suffix == ".wandb":
+        return "wandb"
+    if path.name.endswith(swanlab.SUFFIX):
+        return "swanlab"
+    if path.suffix == ".db" and trackio.is_store(path):
+        return "trackio"
+    return "log"
+
+
+def _log_candidate(path: Path, log_format: str | None) -> tuple[bool, str | None]:
+    """(is a run, the reason it cannot be read) for a log-suffixed file below a folder."""
+    from rlwatch.sources import logs
+
+    strong = path.suffix in STRONG_LOG_SUFFIXES or path.name.endswith(".log.txt")
+    try:
+        check_readable_file(path)
+        if log_format is None:
+            logs.sniff(path)
+    except SourceError as exc:
+        reason = str(exc).removeprefix(f"{path}: ")
+        if "unrecognised log format" in reason:
+            reason = "unrecognised log format (force one with --log-format)"
+            return strong, reason
+        return True, reason
+    except (OSError, ValueError) as exc:
+        return True, f"cannot read ({exc})"
+    return True, None
+
+
+def _rel(path: str, root: str, root_name: str) -> str:
+    rel = os.path.relpath(path, root)
+    return root_name if rel == "." else rel.replace(os.sep, "/")
+
+
+def discover(target: str | os.PathLike[str], log_format: str | None = None) -> Discovery:
+    """Every run under a file or folder target (see the module doc); never reads run data."""
+
+    path = Path(target)
+    out = Discovery()
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise SourceError(f"{path}: dangling symlink (it points at nothing)") from None
+        raise UsageError(f"{path}: no such file or directory (accepted: {ACCEPTED})") from None
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read ({exc.strerror})") from None
+    if not stat.S_ISDIR(st.st_mode):
+        check_readable_file(path)
+        kind = "log" if log_format is not None else _file_kind(path)
+        if kind == "tensorboard":
+            name = path.parent.name or path.name
+            out.runs.append(Found(name, kind, [path], str(path)))
+        else:  # the source's own name: a W&B display name, a log file's stem, ...
+            out.runs.append(Found(path.stem, kind, [path], str(path), log_format, own_name=True))
+        return out
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise SourceError(f"{path}: cannot list the folder (permission denied)")
+
+    root = str(path)
+    root_name = Path(os.path.abspath(root)).name or root
+    visited: set[tuple[int, int]] = set()
+    claimed: list[str] = []  # folders owned by a .wandb run (its files/ and logs/ too)
+    # (folder -> trainer_state.json files) of TRL output folders, folded after the walk
+    states: dict[str, list[Path]] = {}
+
+    def walk(d: str, depth: int) -> None:
+        try:
+            dst = os.stat(d)
+        except OSError:
+            return
+        ident = (dst.st_dev, dst.st_ino)
+        if ident in visited:
+            return  # a symlink loop or a second way to the same folder: read once
+        visited.add(ident)
+        if depth > MAX_DEPTH:
+            out.skipped.append(Skipped(d, f"more than {MAX_DEPTH} folders deep; not searched"))
+            return
+        try:
+            with os.scandir(d) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            out.skipped.append(Skipped(d, f"cannot list the folder ({exc.strerror})"))
+            return
+        events, wandbs, log_files, subdirs, stores = [], [], [], [], []
+        for e in entries:
+            p = Path(e.path)
+            try:
+                is_dir = e.is_dir()  # follows symlinks
+            except OSError:
+                is_dir = False
+            if is_dir:
+                subdirs.append(e.path)
+                continue
+            if e.is_symlink() and not os.path.exists(e.path):
+                if _looks_like_run(p):
+                    out.skipped.append(Skipped(e.path, "dangling symlink (it points at nothing)"))
+                continue
+            if not _looks_like_run(p):
+                continue
+            try:
+                special = _kind_of_special(os.stat(e.path).st_mode)
+            except OSError as exc:
+                out.skipped.append(Skipped(e.path, f"cannot read ({exc.strerror})"))
+                continue
+            if special is not None:
+                out.skipped.append(Skipped(e.path, f"is {special}, not a regular file"))
+                continue
+            kind = "log" if log_format is not None else _file_kind(p)
+            {"tensorboard": events, "log": log_files, "trackio": stores}.get(kind, wandbs).append(
+                (p, kind) if kind in ("wandb", "swanlab") else p
+            )
+        in_claimed = any(d == c or d.startswith(c + os.sep) for c in claimed)
+        if wandbs and not in_claimed:
+            usable = importlib.util.find_spec("wandb") is not None
+            for w, kind in wandbs:
+                name = _rel(d, root, root_name) if len(wandbs) == 1 else _rel(w, root, root_name)
+                if kind == "wandb" and not usable:
+                    out.skipped.append(Skipped(str(w), WANDB_EXTRA))
+                    continue
+                # a folder named by the tracker (run-<date>-<id>) says less than the run's name
+                own = name == root_name or bool(TRACKER_DIR.match(Path(d).name))
+                out.runs.append(Found(name, kind, [w], str(w), own_name=own))
+                claimed.append(d)
+                in_claimed = True
+        for db in stores:
+            name = _rel(str(db.with_suffix("")), root, root_name)
+            out.runs.append(Found(name, "trackio", [db], str(db)))
+        if events:
+            from rlwatch.sources import tensorboard
+
+            found = Found(
+                _rel(d, root, root_name),
+                "tensorboard",
+                sorted(events, key=tensorboard._file_order),
+                d,
+            )
+            out.runs.append(found)
+        elif not in_claimed:
+            singles = []
+            for f in log_files:
+                if f.name == "trainer_state.json" and log_format in (None, "trainer-state"):
+                    owner = str(f.parent.parent) if CHECKPOINT.match(f.parent.name) else d
+                    states.setdefault(owner, []).append(f)
+                    continue
+                is_run, reason = _log_candidate(f, log_format)
+                if reason is not None:
+                    if is_run:
+                        out.skipped.append(Skipped(str(f), reason))
+                    continue
+                singles.append(f)
+            # documents (.md, .html, .txt, ...) beside real logs are notes, not runs
+            if any(f.suffix in STRONG_LOG_SUFFIXES for f in singles):
+                singles = [f for f in singles if f.suffix not in DOCUMENT_SUFFIXES]
+            for f in singles:
+                where = d if len(singles) == 1 else str(f.with_suffix(""))
+                name = _rel(where, root, root_name)
+                own = name == root_name
+                out.runs.append(Found(name, "log", [f], str(f), log_format, own_name=own))
+        for s in subdirs:
+            walk(s, depth + 1)
+
+    walk(root, 0)
+    for owner, files in states.items():
+        readable = []
+        for f in files:
+            try:
+                check_readable_file(f)
+                readable.append((f.stat().st_size, f.stat().st_mtime, f))
+            except SourceError as exc:
+                out.skipped.append(Skipped(str(f), str(exc).removeprefix(f"{f}: ")))
+        if not readable:
+            continue
+        best = max(readable, key=lambda t: (t[0], t[1]))[2]
+        found = Found(_rel(owner, root, root_name), "log", [best], str(best), log_format)
+        if len(readable) > 1:
+            found.notes.append(
+                f"{len(readable) - 1} other trainer_state.json copies (checkpoints) of this "
+                f"run not read; {best} is the most complete"
+            )
+        out.runs.append(found)
+    # a run named like another (a folder that is also a log file name) gets its kind added
+    names: dict[str, int] = {}
+    for r in out.runs:
+        names[r.name] = names.get(r.name, 0) + 1
+    for r in out.runs:
+        if names[r.name] > 1:
+            r.name = f"{r.name} ({r.paths[0].name})"
+    return out
+
+
+def _looks_like_run(p: Path) -> bool:
+    from rlwatch.sources import logs, swanlab, tensorboard
+
+    return (
+        tensorboard.is_event_file(p)
+        or p.suffix in (".wandb", ".db")
+        or p.name.endswith(swanlab.SUFFIX)
+        or p.suffix in logs.LOG_SUFFIXES
+        or p.name.endswith(".log.txt")
+    )
 
 
 def resolve(
     target: str, log_format: str | None = None, tracking_uri: str | None = None
 ) -> Callable[[], RunFrame]:
     """A loader for one target, or a UsageError naming the forms that are accepted."""
-    from rlwatch.sources import logs, tensorboard, wandb_local
+    loaders, _ = _resolve_all(target, log_format, tracking_uri)
 
-    logs.check_format(log_format)
+    def load_all() -> RunFrame:
+        return RunFrame.concat([f() for _, _, f in loaders])
+
+    return load_all
+
+
+def _remote(
+    target: str, log_format: str | None, tracking_uri: str | None, timeout: float | None = None
+) -> Callable[[], RunFrame] | None:
     if target.startswith("mlflow:"):
         from rlwatch.sources import mlflow_source
 
@@ -34,67 +377,125 @@ def resolve(
         if not ref:
             raise UsageError("mlflow: needs a run: mlflow:<run_id> or mlflow:<experiment>/<run>")
         uri = mlflow_source.tracking_uri(tracking_uri)
-        return lambda: mlflow_source.load(ref, uri)
-    from rlwatch.sources import swanlab, trackio, wandb_api
+        return lambda: mlflow_source.load(ref, uri, timeout=timeout)
+    from rlwatch.sources import trackio, wandb_api
+
+    tr = trackio.parse(target)
+    if tr is not None:
+        return lambda: trackio.load(*tr)
 
     tr = trackio.parse(target)
     if tr is not None:
         return lambda: trackio.load(*tr)
     wandb_path = wandb_api.parse(target)
     if wandb_path is not None:
-        return lambda: wandb_api.load(wandb_path)
-    path = Path(target)
-    if not path.exists():
+        return lambda: wandb_api.load(wandb_path, timeout=timeout)
+    if not os.path.lexists(target):
         from rlwatch.sources import mlflow_source
 
         if mlflow_source.RUN_ID.match(target) and (
             tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
         ):
             uri = mlflow_source.tracking_uri(tracking_uri)
-            return lambda: mlflow_source.load(target, uri)
-        raise UsageError(f"{target}: no such file or directory (accepted: {ACCEPTED})")
-    if path.is_dir():
-        if tensorboard.find_runs(path):
-            return lambda: tensorboard.load(path)
-        if next(path.rglob("*.wandb"), None) is not None:
-            return lambda: wandb_local.load(path)
-        if swanlab.find_runs(path):
-            return lambda: swanlab.load(path)
-        return lambda: logs.load_dir(path, log_format)
-    if tensorboard.is_event_file(path) and log_format is None:
-        return lambda: tensorboard.load(path)
-    if path.suffix == ".wandb":
-        return lambda: wandb_local.load(path)
-    if swanlab.is_record_file(path):
-        return lambda: swanlab.load(path)
-    if trackio.is_store(path):
-        return lambda: trackio.load(path)
-    return lambda: logs.load_file(path, log_format)
+            return lambda: mlflow_source.load(target, uri, timeout=timeout)
+    return None
+
+
+def _resolve_all(
+    target: str, log_format: str | None, tracking_uri: str | None, timeout: float | None = None
+) -> tuple[list[tuple[tuple[str, ...], str, Callable[[], RunFrame]]], Discovery]:
+    """(identity, address, loader) per run of one target, and what discovery found."""
+    from rlwatch.sources import logs
+
+    logs.check_format(log_format)
+    remote = _remote(str(target), log_format, tracking_uri, timeout)
+    if remote is not None:
+        return [(("remote", str(target)), str(target), remote)], Discovery()
+    found = discover(target, log_format)
+    return [(f.key, f.address, f.load) for f in found.runs], found
 
 
 def load(
-    targets: list[str],
+    targets: list[str] | str | os.PathLike[str],
     *,
     log_format: str | None = None,
     tracking_uri: str | None = None,
     workers: int | None = None,
+    timeout: float | None = None,
 ) -> RunFrame:
-    """Read every target (in parallel) into one RunFrame; run names are made unique."""
+    """Read every run of every target (in parallel) into one RunFrame.
+
+    The same run given twice is read once; run names are made unique. A run under a folder
+    target that cannot be read is listed in `frame.skipped` with the reason; a target that
+    cannot be read at all, or a folder with no readable run, is a SourceError.
+    """
+    if isinstance(targets, str | os.PathLike):
+        targets = [os.fspath(targets)]
+    targets = [os.fspath(t) for t in targets]
     if not targets:
         raise UsageError("no target given (accepted: " + ACCEPTED + ")")
     # every bad target fails before any reading
-    loaders = [resolve(t, log_format, tracking_uri) for t in targets]
-    if len(loaders) == 1:
-        frames = [loaders[0]()]
+    plan: list[tuple[str, bool, str, Callable[[], RunFrame]]] = []  # target, in folder, address
+    skipped: list[Skipped] = []
+    seen: set[tuple[str, ...]] = set()
+    for t in targets:
+        loaders, found = _resolve_all(t, log_format, tracking_uri, timeout)
+        skipped += found.skipped
+        folder = os.path.isdir(t) and not _remote_like(t)
+        if folder and not loaders:
+            why = f"; {len(found.skipped)} skipped: {found.skipped[0]}" if found.skipped else ""
+            raise SourceError(
+                f"{t}: no TensorBoard event files and no readable logs in it or below{why} — "
+                "give a folder or file holding runs (event files, .wandb, logs)"
+            )
+        for key, address, loader in loaders:
+            if key in seen:
+                continue
+            seen.add(key)
+            plan.append((t, folder, address, loader))
+
+    def run(item: tuple[str, bool, str, Callable[[], RunFrame]]) -> RunFrame | Skipped | None:
+        _t, folder, address, loader = item
+        try:
+            return loader()
+        except (RlwatchError, OSError, ValueError, MemoryError, RecursionError) as exc:
+            if not folder:
+                raise
+            reason = str(exc) or type(exc).__name__
+            if "holds no metrics" in reason and Path(address).suffix not in STRONG_LOG_SUFFIXES:
+                return None  # a document or data file that merely looked like a log
+            return Skipped(address, reason.removeprefix(f"{address}: "))
+
+    if len(plan) == 1:
+        results = [run(plan[0])]
     else:
         with ThreadPoolExecutor(max_workers=workers or min(4, os.cpu_count() or 1)) as pool:
-            frames = list(pool.map(lambda f: f(), loaders))
-    seen: set[str] = set()
+            results = list(pool.map(run, plan))
+    names: set[str] = set()
     unique = []
-    for target, frame in zip(targets, frames, strict=False):
-        clash = {n: f"{target.rstrip('/')}:{n}" for n in frame.runs if n in seen}
+    for (t, _folder, _ident, _loader), res in zip(plan, results, strict=True):
+        if res is None:
+            continue
+        if isinstance(res, Skipped):
+            skipped.append(res)
+            continue
+        clash = {}
+        for n in res.runs:
+            if n in names:
+                new, i = f"{t.rstrip('/')}:{n}", 2
+                while new in names:
+                    new, i = f"{t.rstrip('/')}:{n} #{i}", i + 1
+                clash[n] = new
         if clash:
-            frame = frame.renamed(clash)
-        seen.update(frame.runs)
-        unique.append(frame)
-    return RunFrame.concat(unique)
+            res = res.renamed(clash)
+        names.update(res.runs)
+        unique.append(res)
+    frame = RunFrame.concat(unique)
+    if not frame.runs and skipped:
+        raise SourceError(f"no run could be read ({len(skipped)} skipped; first: {skipped[0]})")
+    frame.skipped = skipped
+    return frame
+
+
+def _remote_like(t: str) -> bool:
+    return t.startswith(("mlflow:", "wandb:", "http://", "https://"))

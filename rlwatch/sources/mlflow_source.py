@@ -423,7 +423,7 @@ def _frame(run: Run, parts: list[tuple[str, np.ndarray]], uri: str) -> RunFrame:
     )
 
 
-def load(ref: str, uri: str) -> RunFrame:
+def load(ref: str, uri: str, timeout: float | None = None) -> RunFrame:
     """One MLflow run, by id or experiment/run name."""
     st = store(uri)
     run = st.run(ref)

@@ -126,6 +126,16 @@ def load(target: str | os.PathLike[str]) -> RunFrame:
     return RunFrame.concat(frames)
 
 
+def load_files(name: str, files: list[Path]) -> RunFrame:
+    """One run from its event files (in write order)."""
+    run = _Run(name, str(files[0].parent))
+    for f in files:
+        run.add(f)
+    frame = run.read(final=True)
+    assert frame is not None
+    return frame
+
+
 class Follower:
     """Follows a logdir: each `poll()` returns only the rows written since the last poll.
 

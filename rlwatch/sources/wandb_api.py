@@ -54,7 +54,7 @@ def _fetch(path: str) -> tuple[Any, list[dict[str, Any]]]:
     return run, rows
 
 
-def load(path: str) -> RunFrame:
+def load(path: str, timeout: float | None = None) -> RunFrame:
     """Every history row of one W&B run, read with a deadline."""
     box: dict[str, Any] = {}
 
@@ -66,10 +66,12 @@ def load(path: str) -> RunFrame:
 
     t = threading.Thread(target=work, daemon=True)
     t.start()
-    t.join(DEADLINE)
+    deadline = DEADLINE if timeout is None else timeout
+    t.join(deadline)
     if t.is_alive():
         raise SourceError(
-            f"W&B run {path}: no answer within {DEADLINE:.0f} s (rate-limited or unreachable?)"
+            f"W&B run {path}: no answer within {deadline:g} s (--timeout; rate-limited or "
+            "unreachable?)"
         )
     if "error" in box:
         raise box["error"]

@@ -1,0 +1,241 @@
+"""The gate (#11): discovery of every run under a folder, the top-level guard, no value is not
+healthy, and the library API taking a str/Path."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, REALRUNS, write_tbx
+from typer.testing import CliRunner
+
+from rlwatch.cli.app import app
+from rlwatch.errors import ExitCode
+from rlwatch.sources import discover, load
+
+runner = CliRunner()
+REAL = REALRUNS if REALRUNS.is_dir() else Path(os.environ.get("RLWATCH_REALRUNS", REALRUNS))
+
+
+def rlwatch(*args: str, cwd: Path | None = None, **kw) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **kw.pop("env", {})}
+    return subprocess.run(
+        [sys.executable, "-m", "rlwatch", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env=env,
+        **kw,
+    )
+
+
+def _jsonl(path: Path, n: int = 30, **series) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        for i in range(n):
+            row = {"step": i, "actor/entropy": 0.5 - 0.001 * i, "critic/score/mean": 0.3}
+            row.update({k: (v(i) if callable(v) else v) for k, v in series.items()})
+            f.write(json.dumps(row) + "\n")
+    return path
+
+
+def _trainer_state(path: Path, steps: int) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    hist = [{"step": s, "loss": 0.5, "reward": 0.1 * s, "kl": 0.01} for s in range(1, steps + 1)]
+    path.write_text(json.dumps({"global_step": steps, "log_history": hist}))
+    return path
+
+
+@pytest.fixture
+def zoo(tmp_path: Path) -> Path:
+    """A folder of runs of every kind, as a user's experiments folder holds them."""
+    root = tmp_path / "zoo"
+    write_tbx(root / "tb" / "a", {"actor/entropy": [0.5] * 20, "actor/grad_norm": [0.3] * 20})
+    write_tbx(root / "tb" / "b", {"actor/entropy": [0.4] * 20, "actor/grad_norm": [0.2] * 20})
+    _jsonl(root / "verl" / "train.jsonl")
+    _jsonl(root / "two" / "x.jsonl")
+    _jsonl(root / "two" / "y.jsonl")
+    # a TRL output folder: the final state and two checkpoint copies are ONE run
+    _trainer_state(root / "trl" / "checkpoint-10" / "trainer_state.json", 10)
+    _trainer_state(root / "trl" / "checkpoint-20" / "trainer_state.json", 20)
+    _trainer_state(root / "trl" / "trainer_state.json", 25)
+    # a W&B run folder with the same run as JSONL beside it: one run
+    shutil.copytree(FIXTURES / "tinker-rlvr-qwen3-4b-rubric", root / "tinker")
+    (root / "notes").mkdir()
+    (root / "notes" / "README.txt").write_text("not a run\n")
+    (root / "broken.log").write_text("nothing to read here\n")
+    return root
+
+
+def test_a_folder_yields_every_run_of_every_kind(zoo: Path) -> None:
+    found = discover(zoo)
+    kinds = {f.name: f.kind for f in found.runs}
+    assert kinds == {
+        "tb/a": "tensorboard",
+        "tb/b": "tensorboard",
+        "verl": "log",
+        "two/x": "log",
+        "two/y": "log",
+        "trl": "log",
+        "tinker": "wandb",
+    }
+    (trl,) = [f for f in found.runs if f.name == "trl"]
+    assert trl.paths == [zoo / "trl" / "trainer_state.json"]  # the most complete copy
+    assert [(Path(s.path).name, s.reason) for s in found.skipped] == [
+        ("broken.log", "unrecognised log format (force one with --log-format)")
+    ]
+    frame = load(str(zoo))
+    assert sorted(frame.runs) == sorted(kinds)
+    assert frame.steps("trl")[0] == 25
+
+
+def test_json_lists_runs_and_skipped_with_counts(zoo: Path) -> None:
+    r = runner.invoke(app, ["diagnose", str(zoo), "--format", "json", "--exit-zero"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["run_count"] == len(doc["runs"]) == 7
+    assert doc["skipped_count"] == 1
+    assert doc["skipped"][0]["path"].endswith("broken.log")
+    assert "unrecognised log format" in doc["skipped"][0]["reason"]
+    assert "rlwatch: skipped " in r.stderr and "broken.log" in r.stderr
+
+
+@pytest.mark.parametrize("fmt", ["text", "junit", "github", "markdown"])
+def test_run_and_skipped_counts_in_every_format(zoo: Path, fmt: str) -> None:
+    r = runner.invoke(app, ["diagnose", str(zoo), "--format", fmt, "--exit-zero"])
+    assert r.exit_code == 0, r.output
+    out = " ".join(r.stdout.split())
+    assert ("7 run(s)" in out or "7 run(s) read" in out) and "1 skipped" in out
+    assert "broken.log" in out
+
+
+def test_symlinked_folders_are_followed_once(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    _jsonl(real / "r1" / "metrics.jsonl")
+    top = tmp_path / "top"
+    top.mkdir()
+    (top / "link").symlink_to(real, target_is_directory=True)
+    (real / "loop").symlink_to(real, target_is_directory=True)  # a loop
+    (top / "again").symlink_to(real, target_is_directory=True)  # a second way in
+    found = discover(top)
+    assert len(found.runs) == 1 and found.runs[0].name in ("link/r1", "again/r1")
+    assert len(load(str(top)).runs) == 1
+
+
+def test_the_same_run_given_twice_is_read_once(tmp_path: Path) -> None:
+    f = _jsonl(tmp_path / "run" / "metrics.jsonl")
+    frame = load([str(f), str(f), str(tmp_path / "run"), str(tmp_path)])
+    assert len(frame.runs) == 1
+    r = rlwatch("diagnose", str(f), str(f), "--format", "json", "--exit-zero")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["run_count"] == 1
+
+
+def test_two_different_runs_with_one_name_are_both_kept(tmp_path: Path) -> None:
+    a = _jsonl(tmp_path / "a" / "run.jsonl")
+    b = _jsonl(tmp_path / "b" / "run.jsonl", n=12)
+    frame = load([str(a), str(b)])
+    assert len(frame.runs) == 2
+
+
+def test_load_run_takes_a_str_or_a_path(tmp_path: Path) -> None:
+    import rlwatch
+
+    f = _jsonl(tmp_path / "run.jsonl")
+    for target in (str(f), f, [str(f)], [f]):
+        frame = rlwatch.load_run(target)
+        assert len(frame.runs) == 1 and len(frame.data) == 60
+    report = rlwatch.diagnose(f)
+    assert report.to_dict()["run_count"] == 1
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason="shared/realruns is not here (CI has it)")
+def test_realruns_folder_lists_all_14_runs_and_exits_1() -> None:
+    r = rlwatch("diagnose", str(REAL), "--format", "json")
+    assert r.returncode == ExitCode.UNHEALTHY, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["run_count"] == 14 and doc["skipped"] == []
+
+
+# -- no value is not healthy ----------------------------------------------------------------
+def test_a_metric_that_is_nan_everywhere_fires(tmp_path: Path) -> None:
+    f = _jsonl(tmp_path / "nan.jsonl", n=50, **{"actor/grad_norm": math.nan})
+    r = runner.invoke(app, ["diagnose", str(f), "--format", "json"])
+    assert r.exit_code == ExitCode.UNHEALTHY, r.output
+    doc = json.loads(r.stdout)
+    fired = {v["code"]: v for v in doc["verdicts"] if v["episodes"]}
+    assert "ST03" in fired and fired["ST03"]["severity"] == "error"
+    assert "no finite value at all" in fired["ST03"]["summary"]
+    # the same run with finite grad_norm is healthy: the firing is about the NaNs
+    ok = _jsonl(tmp_path / "ok.jsonl", n=50, **{"actor/grad_norm": 0.3})
+    assert runner.invoke(app, ["diagnose", str(ok)]).exit_code == ExitCode.HEALTHY
+
+
+def test_inf_everywhere_fires_too(tmp_path: Path) -> None:
+    f = _jsonl(tmp_path / "inf.jsonl", n=20, **{"actor/pg_loss": math.inf})
+    r = runner.invoke(app, ["diagnose", str(f), "--select", "ST05"])
+    assert r.exit_code == ExitCode.UNHEALTHY, r.output
+
+
+def test_require_exits_2_when_the_metric_has_no_finite_value(tmp_path: Path) -> None:
+    f = _jsonl(tmp_path / "nan.jsonl", n=20, **{"actor/grad_norm": math.nan})
+    r = rlwatch("diagnose", str(f), "--require", "grad_norm")
+    assert r.returncode == ExitCode.FAILED
+    assert r.stderr.count("\n") == 1 and "no finite value" in r.stderr
+    r = rlwatch("diagnose", str(f), "--require", "kl_ref")
+    assert r.returncode == ExitCode.FAILED and "not found" in r.stderr
+
+
+# -- the guard ------------------------------------------------------------------------------
+def test_an_unexpected_exception_is_exit_2_one_line_and_debug_shows_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlwatch.sources import logs
+
+    def boom(*a, **k):
+        raise KeyError("surprise")
+
+    monkeypatch.setattr(logs, "load_file", boom)
+    f = _jsonl(tmp_path / "run.jsonl")
+    r = runner.invoke(app, ["diagnose", str(f)])
+    assert r.exit_code == ExitCode.FAILED
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rlwatch: error: ")
+    assert "KeyError" in lines[0] and "--debug" in lines[0] and "Traceback" not in r.output
+    monkeypatch.delenv("RLWATCH_DEBUG", raising=False)
+    r = runner.invoke(app, ["diagnose", str(f), "--debug"])
+    assert r.exit_code == ExitCode.FAILED and "Traceback" in r.stderr
+    os.environ.pop("RLWATCH_DEBUG", None)
+
+
+@pytest.mark.parametrize("exc", [MemoryError, RecursionError, ZeroDivisionError])
+def test_no_crash_is_ever_exit_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exc: type[BaseException]
+) -> None:
+    from rlwatch import report
+
+    def boom(*a, **k):
+        raise exc()
+
+    monkeypatch.setattr(report, "build", boom)
+    monkeypatch.setattr("rlwatch.api.build", boom)
+    f = _jsonl(tmp_path / "run.jsonl")
+    r = runner.invoke(app, ["diagnose", str(f)])
+    assert r.exit_code == ExitCode.FAILED
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_ascii_only_stdout_does_not_crash() -> None:
+    env = {"PYTHONIOENCODING": "ascii", "LC_ALL": "C", "LANG": "C"}
+    r = rlwatch("diagnose", str(FIXTURES / "grpo-broken"), "--format", "markdown", env=env)
+    assert r.returncode == ExitCode.UNHEALTHY, r.stderr
+    assert "Traceback" not in r.stderr
+    r = rlwatch("diagnose", str(FIXTURES / "grpo-broken"), env=env)
+    assert r.returncode == ExitCode.UNHEALTHY, r.stderr
