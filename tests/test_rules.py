@@ -245,3 +245,155 @@ def test_the_shipped_symptom_table_names_shipped_rules_only() -> None:
     codes = {r.code for r in load_rules().rules}
     table = load_symptoms()
     assert table and all(set(s.rules) <= codes for s in table)
+
+
+# -- rule files that are hostile or wrong: one line file:line:col, exit 2, never a traceback ----
+def _check_cli(path: Path) -> tuple[int, str]:
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-m", "rlwatch", "rules", "check", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "Traceback" not in r.stderr and r.stdout == "", r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"rlwatch: error: {path}"), r.stderr
+    return r.returncode, lines[0]
+
+
+HOSTILE = {
+    "billion laughs": (
+        "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+        + "".join(
+            f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n"
+            for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+        )
+        + GOOD,
+        ":",
+        "too many values",
+    ),
+    "recursive alias": ("x: &a [1, *a]\n" + GOOD, ":1:", "recursive alias"),
+    "deep nesting": ("x: " + "[" * 2000 + "]" * 2000 + "\n" + GOOD, "", "nested too deeply"),
+    "key that is a mapping": (GOOD.replace("code: XX01", "? {a: 1}\n        : XX01"), ":5:", "key"),
+    "metric as a list": (GOOD.replace("metric: entropy", "metric: [entropy]"), ":9:", "list"),
+    "check as a mapping": (
+        GOOD + "        checks: {metric: entropy, hint: x}\n",
+        ":11:",
+        "expected a list",
+    ),
+    "check hint as a mapping": (
+        GOOD + "        checks: [{metric: entropy, hint: {a: 1}}]\n",
+        ":11:",
+        "hint must be a string",
+    ),
+    "check metric as a list": (
+        GOOD + "        checks: [{metric: [entropy], hint: x}]\n",
+        ":11:",
+        "a metric is a name, got list",
+    ),
+    "window of 10**12": (
+        GOOD.replace(
+            "threshold: {metric: entropy, below: 0.1}",
+            "spike: {metric: entropy, factor: 2, window: 1000000000000}",
+        ),
+        ":9:",
+        "window must be",
+    ),
+    "for of 10**12": (GOOD + "        for: 1000000000000\n", ":11:", "for must be <= 100,000"),
+    "keep_firing_for of 10**12": (
+        GOOD + "        keep_firing_for: 1000000000000\n",
+        ":11:",
+        "keep_firing_for must be <= 100,000",
+    ),
+    "huge format width": (
+        GOOD.replace("{value:.3g}", "{value:>1000000000}"),
+        ":10:",
+        "asks for 1,000,000,000 characters",
+    ),
+    "nested format spec": (GOOD.replace("{value:.3g}", "{value:{value}}"), ":10:", "bad format"),
+    "severity as a list": (GOOD.replace("severity: warning", "severity: [error]"), ":7:", "bad"),
+    "frameworks item as a list": (
+        GOOD + "        applies_to: {frameworks: [[verl]]}\n",
+        ":11:",
+        "unknown framework",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE), ids=sorted(HOSTILE))
+def test_hostile_rule_files_are_one_line_errors_with_exit_2(tmp_path: Path, case: str) -> None:
+    text, where, message = HOSTILE[case]
+    f = tmp_path / "r.yaml"
+    f.write_text(text)
+    with pytest.raises(RuleFileError) as exc:
+        load_file(f)
+    assert str(exc.value).startswith(f"{f}{where}") and message in str(exc.value), str(exc.value)
+
+
+def test_hostile_rule_files_through_the_cli(tmp_path: Path) -> None:
+    for case in ("billion laughs", "recursive alias", "deep nesting", "key that is a mapping"):
+        f = tmp_path / f"{case.replace(' ', '_')}.yaml"
+        f.write_text(HOSTILE[case][0])
+        code, line = _check_cli(f)
+        assert code == 2 and HOSTILE[case][2] in line, line
+
+
+def test_a_non_utf8_rule_file_names_the_byte(tmp_path: Path) -> None:
+    f = tmp_path / "r.yaml"
+    f.write_bytes(GOOD.replace("entropy {value", "entropy \xe9 {value").encode("latin-1"))
+    with pytest.raises(RuleFileError, match=r"r\.yaml:10:27: not UTF-8 text \(byte 0xe9\)"):
+        load_file(f)
+    code, _ = _check_cli(f)
+    assert code == 2
+
+
+def test_a_huge_rule_file_is_refused_before_parsing(tmp_path: Path) -> None:
+    f = tmp_path / "r.yaml"
+    f.write_text(GOOD + "#" * (5 * 1024 * 1024) + "\n")
+    with pytest.raises(RuleFileError, match="file too large"):
+        load_file(f)
+
+
+def test_a_huge_for_or_keep_firing_for_never_fires_on_healthy_data(tmp_path: Path) -> None:
+    """The evaluator had a sentinel (-10**9) that a keep_firing_for beyond it turned into
+    "firing everywhere"; and the loader now bounds both."""
+    from rlwatch.engine.evaluate import evaluate_rule
+    from rlwatch.engine.testing import series_context
+
+    f = tmp_path / "r.yaml"
+    f.write_text(GOOD + "        for: 100000\n        keep_firing_for: 100000\n")
+    rule = load_file(f)[0]
+    healthy = series_context({"entropy": "0.5x50"})
+    verdict, firing, _ = evaluate_rule(healthy, rule)
+    assert verdict.state == "ok" and not firing[1].any()
+    import dataclasses
+
+    wide = dataclasses.replace(rule, for_=10**12, keep_firing_for=10**12)
+    verdict, firing, _ = evaluate_rule(healthy, wide)
+    assert verdict.state == "ok" and not firing[1].any()
+    sick = series_context({"entropy": "0.5 0.05 0.5x5"})
+    verdict, firing, _ = evaluate_rule(sick, dataclasses.replace(rule, for_=1))
+    assert verdict.state == "firing" and firing[1].tolist() == [False] + [True] * 7
+
+
+@pytest.mark.parametrize(
+    ("test", "message"),
+    [
+        ("{name: x, series: [1, 2], expect: []}", "series is a mapping"),
+        ('{name: x, series: {entropy: "1x99999999999"}, expect: []}', "more than 1,000,000"),
+        ('{name: x, series: {entropy: "1"}, start: lots, expect: []}', "start is a whole"),
+        ('{name: x, series: {entropy: "1"}, expect: {code: XX01}}', "expect is a list"),
+        ('{name: x, series: {entropy: "1"}, expect: [{code: XX01, state: ok, step: a}]}', "step"),
+    ],
+)
+def test_hostile_rule_test_files_are_one_line_errors(
+    tmp_path: Path, test: str, message: str
+) -> None:
+    f = tmp_path / "x.test.yaml"
+    f.write_text(f"version: 1\ntests:\n  - {test}\n")
+    with pytest.raises(RuleFileError) as exc:
+        load_cases(f)
+    assert str(exc.value).startswith(f"{f}:3:") and message in str(exc.value), str(exc.value)

@@ -136,8 +136,8 @@ def evaluate_rule(
     held = _held(mask)
     active = held >= rule.for_
     idx = np.arange(mask.size)
-    last_active = np.maximum.accumulate(np.where(active, idx, -(10**9)))
-    firing = idx - last_active <= rule.keep_firing_for
+    last_active = np.maximum.accumulate(np.where(active, idx, -1))  # -1: never active yet
+    firing = (last_active >= 0) & (idx - last_active <= rule.keep_firing_for)
     steps = sig.steps
     fire = (steps, firing)
     if firing.any():

@@ -35,6 +35,8 @@ RULE_KEYS = {
     "runbook",
 }
 TEMPLATE_EXTRAS = {"step", "first_step", "last_step", "steps"}
+MAX_FORMAT = 100  # the widest field and the most decimals a summary template may ask for
+SPEC = re.compile(r"^(?:.?[<>=^])?[-+ ]?z?#?0?(?P<width>\d*)[,_]?(?:\.(?P<prec>\d+))?[a-zA-Z%]?$")
 NOT_RULES = {"metrics.yaml", "symptoms.yaml"}  # the other shipped YAML files in rules/
 
 
@@ -181,6 +183,9 @@ class _Validator:
         observed = when.template_names()
         n_for = self.int(r.get("for", 1), (*at, "for"), minimum=1)
         keep = self.int(r.get("keep_firing_for", 0), (*at, "keep_firing_for"), minimum=0)
+        for key, value in (("description", ""), ("runbook", "")):
+            if not isinstance(r.get(key, value), str):
+                raise self.fail((*at, key), f"{key} must be a string")
         summary = r["summary"]
         if not isinstance(summary, str):
             raise self.fail((*at, "summary"), "summary must be a string")
@@ -192,6 +197,8 @@ class _Validator:
                 raise self.fail(cat, "a check is a mapping with 'metric' and 'hint'")
             self.keys(c, cat, {"metric", "hint"}, required={"metric", "hint"})
             self.metric(c["metric"], (*cat, "metric"))
+            if not isinstance(c["hint"], str):
+                raise self.fail((*cat, "hint"), "hint must be a string")
             checks.append(Check(str(c["metric"]), str(c["hint"])))
         frameworks: tuple[str, ...] = ()
         if "applies_to" in r:
@@ -202,7 +209,7 @@ class _Validator:
             for i, fw in enumerate(
                 self.list(a.get("frameworks", []), (*at, "applies_to", "frameworks"))
             ):
-                if fw not in self.frameworks:
+                if not isinstance(fw, str) or fw not in self.frameworks:
                     raise self.fail(
                         (*at, "applies_to", "frameworks", i),
                         f"unknown framework {fw!r} (valid: {', '.join(sorted(self.frameworks))})",
@@ -226,12 +233,18 @@ class _Validator:
             line=line,
         )
 
-    def int(self, v: Any, at: tuple[object, ...], minimum: int = 0) -> int:
+    def int(
+        self, v: Any, at: tuple[object, ...], minimum: int = 0, maximum: int = registry.MAX_WINDOW
+    ) -> int:
         if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
             raise self.fail(at, f"expected an integer >= {minimum}, got {v!r}")
+        if v > maximum:
+            raise self.fail(at, f"{at[-1]} must be <= {maximum:,} logged steps, got {v!r}")
         return v
 
     def metric(self, m: Any, at: tuple[object, ...]) -> None:
+        if not isinstance(m, str):
+            raise self.fail(at, f"a metric is a name, got {type(m).__name__} {m!r}")
         if m not in self.metrics:
             near = difflib.get_close_matches(str(m), sorted(self.metrics), n=3)
             raise self.fail(
@@ -247,12 +260,36 @@ class _Validator:
     def template(self, text: str, at: tuple[object, ...], names: set[str]) -> None:
         allowed = names | TEMPLATE_EXTRAS
         try:
-            fields = [f for _, f, _, _ in string.Formatter().parse(text) if f is not None]
+            parsed = [(f, spec or "") for _, f, spec, _ in string.Formatter().parse(text)]
         except ValueError as exc:
             raise self.fail(at, f"bad summary template: {exc}") from None
+        fields = [f for f, _ in parsed if f is not None]
+        for f, spec in parsed:
+            if f is not None and spec:
+                self.format_spec(f, spec, at)
         for f in fields:
             root = f.split(".")[0]
             if not FIELD.match(f) or "__" in f or root not in allowed:
                 raise self.fail(
                     at, f"summary uses unknown field {{{f}}} (valid: {', '.join(sorted(allowed))})"
                 )
+
+    def format_spec(self, name: str, spec: str, at: tuple[object, ...]) -> None:
+        """A format spec is plain (no nested fields) and bounded in width and decimals."""
+        m = SPEC.match(spec)
+        if "{" in spec or m is None:
+            raise self.fail(at, f"bad format {{{name}:{spec}}} in the summary (e.g. {{value:.3g}})")
+        width, prec = int(m["width"] or 0), int(m["prec"] or 0)
+        if width > MAX_FORMAT or prec > MAX_FORMAT:
+            raise self.fail(
+                at,
+                f"format {{{name}:{spec}}} asks for {max(width, prec):,} characters "
+                f"(at most {MAX_FORMAT})",
+            )
+        for sample in (1.5, 1):
+            try:
+                format(sample, spec)
+                return
+            except ValueError:
+                continue
+        raise self.fail(at, f"bad format {{{name}:{spec}}} in the summary (e.g. {{value:.3g}})")

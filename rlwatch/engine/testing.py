@@ -41,6 +41,7 @@ _TOKEN = re.compile(
     r"(?:(?P<op>[-+])(?P<b>\d+\.?\d*(?:e[-+]?\d+)?))?(?:x(?P<n>\d+))?$"
 )
 STATES = ("firing", "ok", "skipped")
+MAX_STEPS = 1_000_000  # the longest series a test may expand to
 
 
 def parse_series(text: str) -> list[float | None]:
@@ -51,6 +52,8 @@ def parse_series(text: str) -> list[float | None]:
         if not m:
             raise ValueError(f"bad series token {tok!r} (e.g. 1, 1x9, 0.5+0.1x10, _, nan)")
         n = int(m["n"]) if m["n"] is not None else 0
+        if len(out) + n + 1 > MAX_STEPS:
+            raise ValueError(f"a series of more than {MAX_STEPS:,} steps")
         if m["a"] == "_":
             out += [None] * (n + 1)
             continue
@@ -190,7 +193,10 @@ def load_cases(path: str | Path) -> list[Case]:
         )
     base = Path(doc.path).parent
     if "rule_files" in d:
-        files = [base / f for f in d["rule_files"]]
+        names = d["rule_files"]
+        if not isinstance(names, list) or not all(isinstance(f, str) for f in names):
+            raise fail(("rule_files",), "rule_files is a list of file names")
+        files = [base / f for f in names]
         for i, f in enumerate(files):
             if not f.exists():
                 raise fail(("rule_files", i), f"rule file {f} not found")
@@ -213,11 +219,26 @@ def load_cases(path: str | Path) -> list[Case]:
         for k in ("name", "series", "expect"):
             if k not in t:
                 raise fail(at, f"missing required key {k!r}")
+        if not isinstance(t["series"], dict):
+            raise fail((*at, "series"), 'series is a mapping: {metric: "1x10 5"}')
         for metric, text in t["series"].items():
+            if not isinstance(text, str | int | float) or isinstance(text, bool):
+                raise fail((*at, "series", metric), 'a series is text like "1x10 5"')
             try:
                 parse_series(text)
             except ValueError as exc:
                 raise fail((*at, "series", metric), str(exc)) from None
+        for key in ("start", "stride", "decimals"):
+            v = t.get(key, 1)
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 10**9:
+                raise fail((*at, key), f"{key} is a whole number >= 0, got {v!r}")
+        restarts = t.get("restarts", [])
+        if not isinstance(restarts, list) or not all(
+            isinstance(x, int) and not isinstance(x, bool) for x in restarts
+        ):
+            raise fail((*at, "restarts"), "restarts is a list of steps")
+        if not isinstance(t["expect"], list):
+            raise fail((*at, "expect"), "expect is a list of {code, state, step, observed}")
         for j, e in enumerate(t["expect"]):
             eat = (*at, "expect", j)
             if not isinstance(e, dict) or "code" not in e or "state" not in e:
@@ -231,6 +252,14 @@ def load_cases(path: str | Path) -> list[Case]:
             bad = set(e) - {"code", "state", "step", "observed"}
             if bad:
                 raise fail((*eat, sorted(bad)[0]), f"unknown key {sorted(bad)[0]!r}")
+            step = e.get("step")
+            if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+                raise fail((*eat, "step"), f"step is a whole number, got {step!r}")
+            obs = e.get("observed") or {}
+            if not isinstance(obs, dict) or not all(
+                isinstance(x, int | float) and not isinstance(x, bool) for x in obs.values()
+            ):
+                raise fail((*eat, "observed"), "observed is a mapping {name: number}")
         cases.append(Case(doc.path, str(t["name"]), t, rules, doc.where(at)[0]))
     return cases
 

@@ -1,4 +1,11 @@
-"""Safe YAML loading that remembers where every value came from (for file:line:col errors)."""
+"""Safe YAML loading that remembers where every value came from (for file:line:col errors).
+
+Bounded: a file larger than MAX_BYTES, nesting deeper than MAX_DEPTH, aliases that expand to more
+than MAX_NODES values (a "billion laughs") or refer to themselves, keys that are not plain
+scalars, tags and non-UTF-8 bytes are all a one-line RuleFileError, never a traceback or gigabytes
+of memory. The composer is libyaml's (yaml.CSafeLoader) when PyYAML has it, else pure Python;
+both keep the positions.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,9 @@ from typing import Any
 
 Path_ = tuple[object, ...]
 _PLAIN = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq")}
+MAX_BYTES = 4 * 1024 * 1024  # a rule or test file larger than this is refused
+MAX_DEPTH = 64  # nesting of mappings and lists
+MAX_NODES = 200_000  # values after alias expansion
 
 
 class Located:
@@ -21,6 +31,35 @@ class Located:
         return self.marks.get(at, (None, None))
 
 
+def loader() -> type:
+    """libyaml's safe loader when available (fast), else PyYAML's pure-Python one."""
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def read(path: str | Path) -> str:
+    """A YAML file's text: bounded in size, UTF-8 (errors name the byte's line:col)."""
+    from rlwatch.errors import RuleFileError
+
+    p = str(path)
+    try:
+        with open(p, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise RuleFileError(f"cannot read: {exc.strerror}", p) from None
+    if len(raw) > MAX_BYTES:
+        raise RuleFileError(f"file too large (more than {MAX_BYTES // 1024 // 1024} MB)", p)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise RuleFileError(
+            f"not UTF-8 text (byte 0x{raw[exc.start]:02x}); save the file as UTF-8", p, line, col
+        ) from None
+
+
 def load(path: str | Path, text: str | None = None) -> Located:
     """Parse with PyYAML's safe composer (no tags, nothing executed) keeping positions."""
     import yaml
@@ -28,12 +67,9 @@ def load(path: str | Path, text: str | None = None) -> Located:
     from rlwatch.errors import RuleFileError
 
     p = str(path)
+    source = read(p) if text is None else text
     try:
-        source = Path(p).read_text(encoding="utf-8") if text is None else text
-    except OSError as exc:
-        raise RuleFileError(f"cannot read: {exc.strerror}", p) from None
-    try:
-        node = yaml.compose(source, Loader=yaml.SafeLoader)
+        node = yaml.compose(source, Loader=loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
@@ -43,41 +79,64 @@ def load(path: str | Path, text: str | None = None) -> Located:
             mark.line + 1 if mark else None,
             mark.column + 1 if mark else None,
         ) from None
+    except RecursionError:
+        raise RuleFileError(
+            f"invalid YAML: nested too deeply (limit {MAX_DEPTH} levels)", p
+        ) from None
     marks: dict[Path_, tuple[int, int]] = {}
-    data = _convert(node, (), marks, p) if node is not None else None
+    data = _Converter(p, marks).convert(node, ()) if node is not None else None
     return Located(p, data, marks)
 
 
-def _convert(node: Any, at: Path_, marks: dict[Path_, tuple[int, int]], path: str) -> Any:
-    import yaml
+class _Converter:
+    def __init__(self, path: str, marks: dict[Path_, tuple[int, int]]):
+        import yaml
 
-    from rlwatch.errors import RuleFileError
+        self.yaml = yaml
+        self.path, self.marks = path, marks
+        self.nodes = 0
+        self.open: set[int] = set()  # ids of the collections being converted (alias cycles)
+        self.constructor = yaml.constructor.SafeConstructor()
 
-    marks.setdefault(at, (node.start_mark.line + 1, node.start_mark.column + 1))
-    if node.tag not in _PLAIN:
-        raise RuleFileError(
-            f"tag {node.tag!r} is not allowed (rule files are plain data)",
-            path,
-            node.start_mark.line + 1,
-            node.start_mark.column + 1,
+    def fail(self, node: Any, message: str) -> Exception:
+        from rlwatch.errors import RuleFileError
+
+        return RuleFileError(
+            message, self.path, node.start_mark.line + 1, node.start_mark.column + 1
         )
-    if isinstance(node, yaml.MappingNode):
-        out: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            key = key_node.value
-            if key in out:
-                raise RuleFileError(
-                    f"duplicate key {key!r}",
-                    path,
-                    key_node.start_mark.line + 1,
-                    key_node.start_mark.column + 1,
-                )
-            marks[(*at, key)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-            out[key] = _convert(value_node, (*at, key), marks, path)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        return [_convert(v, (*at, i), marks, path) for i, v in enumerate(node.value)]
-    # a scalar: let the safe constructor type it (int, float, bool, null, str)
-    return yaml.SafeLoader(  # type: ignore[no-untyped-call]
-        ""
-    ).construct_object(node, deep=True)
+
+    def convert(self, node: Any, at: Path_) -> Any:
+        yaml = self.yaml
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise self.fail(node, f"too many values (more than {MAX_NODES:,}; aliases expanded)")
+        if len(at) > MAX_DEPTH:
+            raise self.fail(node, f"nested too deeply (limit {MAX_DEPTH} levels)")
+        self.marks.setdefault(at, (node.start_mark.line + 1, node.start_mark.column + 1))
+        if node.tag not in _PLAIN:
+            raise self.fail(node, f"tag {node.tag!r} is not allowed (rule files are plain data)")
+        if isinstance(node, yaml.ScalarNode):  # the safe constructor types it
+            return self.constructor.construct_object(node, deep=True)
+        if id(node) in self.open:
+            raise self.fail(node, "recursive alias (an anchor used inside itself)")
+        self.open.add(id(node))
+        try:
+            if isinstance(node, yaml.MappingNode):
+                out: dict[str, Any] = {}
+                for key_node, value_node in node.value:
+                    if not isinstance(key_node, yaml.ScalarNode):
+                        raise self.fail(
+                            key_node, "a key must be a plain word, not a list or mapping"
+                        )
+                    key = key_node.value
+                    if key in out:
+                        raise self.fail(key_node, f"duplicate key {key!r}")
+                    self.marks[(*at, key)] = (
+                        key_node.start_mark.line + 1,
+                        key_node.start_mark.column + 1,
+                    )
+                    out[key] = self.convert(value_node, (*at, key))
+                return out
+            return [self.convert(v, (*at, i)) for i, v in enumerate(node.value)]
+        finally:
+            self.open.discard(id(node))
