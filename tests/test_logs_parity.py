@@ -51,3 +51,35 @@ def test_new_readers_match_the_old_one_on_real_logs(path: Path, tmp_path: Path) 
     assert [r.to_dict() for r in n.restarts] == [r.to_dict() for r in o.restarts]
     if not data.endswith(b"\n") and path.suffix != ".json":
         assert any("last line incomplete, not read" in w for w in n.warnings)
+
+
+@pytest.mark.parametrize("kind", ["console", "jsonl", "jsonl-nulls", "flat-jsonl"])
+def test_columnar_paths_match_the_old_reader_on_verl_shaped_logs(kind: str, tmp_path: Path) -> None:
+    """The Arrow/numpy block paths (taken on blocks of many plain lines) against the old
+    line-by-line reader, on logs in verl's shapes with hundreds of keys."""
+    import importlib.util
+    import json
+    import sys
+
+    bench = Path(__file__).parent.parent / "bench" / "bench_logs.py"
+    spec = importlib.util.spec_from_file_location("bench_logs", bench)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["bench_logs"] = mod
+    spec.loader.exec_module(mod)
+    f = tmp_path / ("run.log" if kind == "console" else "run.jsonl")
+    if kind == "console":
+        mod.write_console(f, 3_000_000)
+    else:
+        mod.write_jsonl(f, 3_000_000)
+        lines = f.read_text().splitlines()
+        if kind == "jsonl-nulls":
+            lines[5] = lines[5].replace('"actor/entropy": ', '"actor/entropy": null, "x": ', 1)
+        if kind == "flat-jsonl":
+            lines = [json.dumps({"step": r["step"], **r["data"]}) for r in map(json.loads, lines)]
+        f.write_text("\n".join(lines) + "\n")
+    old, new = legacy_logs.load_file(f), logs.load_file(f)
+    for a, b in zip(_table(old), _table(new), strict=True):
+        np.testing.assert_array_equal(a, b)
+    (o,), (n,) = old.runs.values(), new.runs.values()
+    assert n.decimals == o.decimals and n.warnings == o.warnings

@@ -65,20 +65,20 @@ def test_a_cut_last_line_is_never_read_and_the_follower_waits(tmp_path: Path) ->
 def test_every_parser_is_linear_on_a_one_megabyte_line(tmp_path: Path, fmt: str, line: str) -> None:
     f = tmp_path / "big.log"
     f.write_text(line + "\n")
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     with contextlib.suppress(SourceError):
         logs.load_file(f, fmt)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.process_time() - t0 < 1.0
 
 
 def test_sniffing_a_one_megabyte_line_is_linear(tmp_path: Path) -> None:
     for line in ("{'a': " * 160_000, "step " + " " * 1_000_000, "<th>Step</th>" * 70_000):
         f = tmp_path / "big.txt"
         f.write_text(line + "\n")
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         with contextlib.suppress(SourceError):
             logs.load_file(f)
-        assert time.perf_counter() - t0 < 1.0, line[:20]
+        assert time.process_time() - t0 < 1.0, line[:20]
 
 
 def test_fractional_jsonl_steps_warn(tmp_path: Path) -> None:
@@ -140,3 +140,20 @@ def test_trainer_state_with_hostile_steps(tmp_path: Path) -> None:
     assert frame.data["step"].between(0, 2**63 - 1).all()
     vals = frame.data["value"].tolist()
     assert 0.1 in vals and not any(math.isnan(v) for v in vals)
+
+
+def test_jsonl_follower_waits_for_a_cut_record(tmp_path: Path) -> None:
+    f = tmp_path / "metrics.jsonl"
+    f.write_text('{"step": 1, "reward": 0.5}\n{"step": 2, "rew')
+    follower = logs.Follower(f)
+    assert follower.poll().data["step"].tolist() == [1]
+    with open(f, "a") as fh:
+        fh.write('ard": 0.25}\n')
+    delta = follower.poll().data
+    assert delta["step"].tolist() == [2] and delta["value"].tolist() == [0.25]
+
+
+def test_a_folder_readme_is_not_a_run(tmp_path: Path) -> None:
+    (tmp_path / "run.log").write_text("step:1 - actor/entropy:0.5\n")
+    (tmp_path / "SOURCE.md").write_text("Lines look like `step:1 - actor/entropy:0.5`\n")
+    assert logs.log_files(tmp_path) == [tmp_path / "run.log"]

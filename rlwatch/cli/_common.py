@@ -38,8 +38,10 @@ TRACKING_URI_HELP = (
     "sqlite:///path.db, or an mlruns folder) [default: $MLFLOW_TRACKING_URI]."
 )
 LOG_FORMAT_HELP = (
-    "Force the format of log files instead of sniffing it: verl-console, "
-    "verl-jsonl, trainer-state, python-dicts, jsonl."
+    "Force the format of log files instead of sniffing it: verl-console, verl-jsonl, "
+    "trainer-state, json-array, python-dicts, notebook-table, llamafactory, prime-rl, jsonl, "
+    "kv-pairs; or your own pattern: 'regex:step (?P<step>\\d+) loss (?P<loss>\\S+)' (a step "
+    "group plus one named group per metric)."
 )
 
 

@@ -35,7 +35,9 @@ FORMATS = {
     "Reward: 0.1, ...)",
 }
 USER_REGEX = "regex:"
-LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".jsonl", ".json", ".ndjson", ".md", ".html"}
+# what a folder's walk treats as a log (a notebook table saved as .html/.md is read when given
+# as a target: a folder's README.md or SOURCE.md is not a run)
+LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".jsonl", ".json", ".ndjson"}
 DOCUMENTS = {"trainer-state", "json-array", "notebook-table"}
 MAX_DOCUMENT = 1 << 30  # a JSON/HTML document is read whole: refuse anything larger
 
@@ -176,7 +178,7 @@ def load_file(path: str | os.PathLike[str], fmt: str | None = None) -> RunFrame:
             _read_document(p, fmt, cols, warnings)
         else:
             parser = _line_parser(fmt, cols)
-            blocks = Blocks(p)
+            blocks = Blocks(p, binary=isinstance(parser, _json.JsonLines))
             for text in blocks:
                 parser.feed(text, blocks.lineno)
             parser.finish()

@@ -73,6 +73,17 @@ class Cols:
                 self.walls = array("d", [math.nan]) * n0
             self.walls.extend(array("d", [wall]) * n)
 
+    def add_arrays(self, codes: np.ndarray, steps: np.ndarray, values: np.ndarray) -> None:
+        """Rows given as numpy columns (no wall time)."""
+        if not len(values):
+            return
+        n0 = len(self.values)
+        self.codes.frombytes(np.ascontiguousarray(codes, np.int32).tobytes())
+        self.steps.frombytes(np.ascontiguousarray(steps, np.int64).tobytes())
+        self.values.frombytes(np.ascontiguousarray(values, np.float64).tobytes())
+        if self.walls is not None:
+            self.walls.extend(array("d", [math.nan]) * (len(self.values) - n0))
+
     def skip(self, reason: str, n: int = 1, key: str | None = None) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + n
         if key is not None:
@@ -111,9 +122,11 @@ class Cols:
         wall: float = math.nan,
         drop: frozenset[str] | set[str] = frozenset(),
         depth: int = 0,
+        strings: bool = False,
     ) -> None:
         """A record's numbers; nested dicts flatten to `a/b`. `none`: "nan" (verl's FileLogger
-        writes NaN as null) or "skip" (null means "not logged in this record")."""
+        writes NaN as null) or "skip" (null means "not logged in this record"). `strings`: read
+        numbers printed as strings (transformers' console dicts)."""
         for key, v in data.items():
             key = str(key)
             if not prefix and (key in STEP_KEYS or key in drop):
@@ -124,10 +137,12 @@ class Cols:
                     self.add(step, name, math.nan, wall)
             elif isinstance(v, dict):
                 if depth < 8:
-                    self.add_mapping(step, v, f"{name}/", none=none, wall=wall, depth=depth + 1)
+                    self.add_mapping(
+                        step, v, f"{name}/", none=none, wall=wall, depth=depth + 1, strings=strings
+                    )
                 else:
                     self.skip("values nested too deep", key=name)
-            elif isinstance(v, str) and not _numeric_text(v):
+            elif isinstance(v, str) and not (strings and _numeric_text(v)):
                 self.skip("non-numeric values", key=name)
             else:
                 x = self.value(name, v)
@@ -219,13 +234,13 @@ class Blocks:
     newline (a line still being written, or a cut file) is never parsed: `partial` says how
     many bytes it holds once the file is read to its end."""
 
-    def __init__(self, path: Any, offset: int = 0, block: int = BLOCK):
-        self.path, self.offset, self.block = path, offset, block
+    def __init__(self, path: Any, offset: int = 0, block: int = BLOCK, binary: bool = False):
+        self.path, self.offset, self.block, self.binary = path, offset, block, binary
         self.partial = 0
         self.long_lines = 0
         self.lineno = 1  # the line number the next block starts at
 
-    def __iter__(self) -> Iterator[str]:
+    def __iter__(self) -> Iterator[Any]:
         carry = b""
         dropping = False
         with open(self.path, "rb") as f:
@@ -252,10 +267,10 @@ class Blocks:
                         carry, dropping = b"", True
                     continue
                 carry = buf[cut + 1 :]
-                text = buf[: cut + 1].decode("utf-8", "replace")
+                chunk = buf[: cut + 1]
                 self.offset += cut + 1
-                yield text
-                self.lineno += text.count("\n")
+                yield chunk if self.binary else chunk.decode("utf-8", "replace")
+                self.lineno += chunk.count(b"\n")
         self.partial = len(carry)
         if dropping:
             self.partial = 0

@@ -16,6 +16,8 @@ from array import array
 from operator import itemgetter
 from typing import Any
 
+import numpy as np
+
 from rlwatch.errors import SourceError
 from rlwatch.sources._rows import STEP_KEYS
 from rlwatch.sources.logs._cols import Cols
@@ -43,13 +45,16 @@ def loads(line: str | bytes) -> Any:
         return json.loads(line)
     except RecursionError:
         raise ValueError("nested too deep") from None
+    except UnicodeDecodeError:
+        return loads(line.decode("utf-8", "replace"))  # type: ignore[union-attr]
 
 
 class _Shape:
-    __slots__ = ("codes", "pick")
+    __slots__ = ("codes", "np_codes", "pick")
 
     def __init__(self, codes: array, pick: Any) -> None:
         self.codes, self.pick = codes, pick
+        self.np_codes = np.frombuffer(codes, dtype=np.int32).copy()
 
 
 class JsonLines:
@@ -70,9 +75,18 @@ class JsonLines:
             self.drop = {"time"}
         self.track = fmt == "prime-rl"
         self.present: list[tuple[int, frozenset[int]]] = []  # step, codes
+        # records of one shape in a row, converted to floats by numpy in one go
+        self.batch: _Shape | None = None
+        self.rows: list[Any] = []
+        self.steps: list[int] = []
+        self.datas: list[dict[str, Any]] = []
+        self.fast_types = NUMERIC | ({type(None)} if self.none == "nan" else set())
 
-    def feed(self, text: str, lineno: int = 1) -> None:
-        for i, line in enumerate(text.split("\n")[:-1], lineno):
+    def feed(self, text: str | bytes, lineno: int = 1) -> None:
+        if isinstance(text, bytes) and self.fmt in ("verl-jsonl", "jsonl") and self._arrow(text):
+            return
+        nl = b"\n" if isinstance(text, bytes) else "\n"
+        for i, line in enumerate(text.split(nl)[:-1], lineno):  # type: ignore[arg-type]
             if not line or line.isspace():
                 continue
             try:
@@ -84,6 +98,99 @@ class JsonLines:
                 self._bad(i)
                 continue
             self.record(obj, i)
+        self.flush()
+
+    def _arrow(self, block: bytes) -> bool:
+        """A block read by Arrow's JSON reader straight into columns (no Python object per
+        value), when it is plain: every record a JSON object with an integer step >= 0 and no
+        `null`/NaN (Arrow cannot tell null from a missing key; NaN is not JSON). Anything else
+        -- or any doubt -- returns False and the block is read record by record."""
+        if b"null" in block or b"NaN" in block or b"Infinity" in block:
+            return False
+        arrow = _arrow_json()
+        if arrow is None:
+            return False
+        pa, pj = arrow
+        try:
+            table = pj.read_json(
+                pa.py_buffer(block),
+                read_options=pj.ReadOptions(use_threads=True, block_size=len(block) + 1),
+            )
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OverflowError, ValueError):
+            return False
+        names = table.column_names
+        if self.fmt == "verl-jsonl":
+            if "step" not in names or "data" not in names:
+                return False
+            step_col, data = table.column("step"), table.column("data")
+            if not pa.types.is_struct(data.type) or data.null_count:
+                return False
+            data = data.combine_chunks()
+            fields = [(f.name, data.field(i)) for i, f in enumerate(data.type)]
+        else:
+            key = next((k for k in STEP_KEYS if k in names), None)
+            if key is None:
+                return False
+            step_col = table.column(key)
+            fields = [
+                (n, table.column(n).combine_chunks())
+                for n in names
+                if n not in STEP_KEYS and n not in self.drop
+            ]
+        if not pa.types.is_integer(step_col.type) or step_col.null_count or not len(step_col):
+            return False
+        steps = step_col.to_numpy().astype(np.int64, copy=False)
+        if steps.min() < 0:
+            return False
+        cols, n = self.cols, len(steps)
+        try:
+            leaves = list(_leaves(fields, ""))
+        except _NotPlain:
+            return False
+        names_, values, valid = [], [], []
+        for name, arr in leaves:
+            if name in STEP_KEYS and "/" not in name and self.fmt == "verl-jsonl":
+                continue
+            t = arr.type
+            if pa.types.is_integer(t) or pa.types.is_floating(t):
+                names_.append(name)
+                values.append(arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False))
+                valid.append(arr.is_valid().to_numpy(zero_copy_only=False))
+            elif pa.types.is_null(t):
+                continue
+            else:
+                reason = "boolean values" if pa.types.is_boolean(t) else "non-numeric values"
+                cols.skip(reason, len(arr) - arr.null_count, key=name)
+        if names_:
+            codes = np.array([cols.code(k) for k in names_], np.int32)
+            vals = np.column_stack(values)  # rows x keys: row-major = the order written
+            mask = np.column_stack(valid)
+            cols.add_arrays(
+                np.broadcast_to(codes, (n, len(codes)))[mask],
+                np.broadcast_to(steps[:, None], (n, len(codes)))[mask],
+                vals[mask],
+            )
+        return True
+
+    def flush(self) -> None:
+        """The batched records of one shape: one numpy conversion, then columns."""
+        shape, rows = self.batch, self.rows
+        if shape is None or not rows:
+            return
+        steps, datas = self.steps, self.datas
+        self.batch, self.rows, self.steps, self.datas = None, [], [], []
+        try:
+            values = np.array(rows, dtype=np.float64)
+        except (TypeError, ValueError, OverflowError):  # e.g. an integer beyond float range
+            for step, data in zip(steps, datas, strict=True):
+                self.cols.add_mapping(step, data, none=self.none, drop=self.drop)
+            return
+        k = len(shape.codes)
+        self.cols.add_arrays(
+            np.tile(shape.np_codes, len(rows)),
+            np.repeat(np.asarray(steps, np.int64), k),
+            values.reshape(-1),
+        )
 
     def _bad(self, lineno: int) -> None:
         self.n_bad += 1
@@ -119,6 +226,18 @@ class JsonLines:
         shape = self.shapes.get(keys, False)
         if shape is False:
             shape = self.shapes[keys] = self._shape(keys, nested=fmt == "verl-jsonl")
+        if shape is not None and not self.track and math.isnan(wall):
+            vals = data.values()
+            picked = tuple(vals) if shape.pick is None else shape.pick(tuple(vals))
+            if set(map(type, picked)) <= self.fast_types:
+                if shape is not self.batch:
+                    self.flush()
+                    self.batch = shape
+                self.rows.append(picked)
+                self.steps.append(step)
+                self.datas.append(data)
+                return
+        self.flush()
         n0 = len(cols)
         done = False
         if shape is not None:
@@ -149,6 +268,7 @@ class JsonLines:
         return _Shape(codes, itemgetter(*keep))
 
     def finish(self) -> None:
+        self.flush()
         if self.n_bad:
             self.cols.skip(
                 f"lines that are not a JSON record with a step (line "
@@ -191,6 +311,40 @@ class JsonLines:
         if gone:
             self.cols.facts["vanished_metrics"] = ", ".join(f"{t}@{a}" for t, a, _, _ in gone)
         self.present = []
+
+
+def _leaves(fields: list[tuple[str, Any]], prefix: str) -> Any:
+    """(a/b name, array) of every non-struct leaf of struct fields, in field order."""
+    import pyarrow as pa
+
+    for name, arr in fields:
+        if pa.types.is_struct(arr.type):
+            sub = [(f.name, arr.field(i)) for i, f in enumerate(arr.type)]
+            if arr.null_count:  # a record whose value here is not an object: read it as before
+                raise _NotPlain
+            yield from _leaves(sub, f"{prefix}{name}/")
+        else:
+            yield f"{prefix}{name}", arr
+
+
+class _NotPlain(Exception):
+    pass
+
+
+_ARROW_JSON: Any = None
+
+
+def _arrow_json() -> Any:
+    global _ARROW_JSON
+    if _ARROW_JSON is None:
+        try:
+            import pyarrow as pa
+            import pyarrow.json as pj
+
+            _ARROW_JSON = (pa, pj)
+        except ImportError:  # pragma: no cover - pyarrow ships with pandas' extras
+            _ARROW_JSON = False
+    return _ARROW_JSON or None
 
 
 def _is_num(x: object) -> bool:

@@ -78,7 +78,7 @@ class PythonDicts:
         if step is None:
             self.ordinal += 1
             step, self.ordinal_steps = self.ordinal, True
-        cols.add_mapping(step, d)
+        cols.add_mapping(step, d, strings=True)
 
     def finish(self) -> None:
         if self.ordinal_steps:

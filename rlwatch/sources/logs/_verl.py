@@ -16,6 +16,8 @@ import re
 from array import array
 from typing import Any
 
+import numpy as np
+
 from rlwatch.sources.logs._cols import Cols, lines
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -24,7 +26,8 @@ VERL_STEP = re.compile(r"step:(\d+) - (.*)$")
 VERL_VALUE = re.compile(r"^(?:np\.(?:float|int)\d*|tensor)\((.*?)\)$")
 WRAPPED = re.compile(r"(?:np\.(?:float|int)\d*|tensor)\(([^()]*)\)")
 THREE_DECIMALS = re.compile(r"^-?\d+\.\d{3}$")
-SPLIT = re.compile(r":| - ")
+PLAIN_NUMBER = r"^-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$|^-?(?:nan|inf)$"
+THREE_DP_VALUE = re.compile(r":\s*-?\d+\.\d{3}\s*(?= - |$)")
 BARE = re.compile(r"(?<![\w'.])(-?)(nan|inf)(?![\w'])")
 MAX_DICT = 256 << 10  # a printed dict that is not flat is read by ast up to this size
 FLAT_PAIR = re.compile(r"'([^'\\\n]*)': (?:'([^'\\\n]*)'|([^,{}\[\]()'\s]+))(, |\}$)")
@@ -93,8 +96,8 @@ def _flat_dict(text: str) -> dict[str, Any] | None:
 
 class VerlConsole:
     fmt = "verl-console"
-    SAMPLE_ALL = 1000  # the precision check looks at every one of the first step lines ...
-    SAMPLE_EVERY = 50  # ... then at one in this many
+    SAMPLE_ALL = 200  # the precision check looks at every one of the first step lines ...
+    SAMPLE_EVERY = 100  # ... then at one in this many
 
     def __init__(self, cols: Cols):
         self.cols = cols
@@ -103,14 +106,88 @@ class VerlConsole:
         self.validation: dict[str, dict[str, float]] = {}
         self.shapes: dict[tuple[str, ...], array] = {}
         self.nlines = 0
+        self.blocks = 0
+        self.last_keys: list[str] | None = None
+        self.last_codes = array("i")
 
     def feed(self, text: str, lineno: int = 0) -> None:
         if "\x1b" in text:
             text = ANSI.sub("", text)
         if "validation metrics: {" in text:
             self._validation(text)
-        for m in STEP_LINE.finditer(text):
-            self._line(m.group(1), m.group(2))
+        found = STEP_LINE.findall(text)
+        if not found:
+            return
+        arrow = _arrow()
+        if arrow is not None and len(found) > 1:
+            self._columnar(arrow, found)
+            return
+        for digits, items in found:
+            self._line(digits, items)
+
+    def _columnar(self, arrow: Any, found: list[tuple[str, str]]) -> None:
+        """A block of step lines in a handful of Arrow kernels (no Python object per value):
+        split into items, items into key and value, values cast to float64 by Arrow's exact
+        parser; keys dictionary-encoded and mapped to tag codes once per distinct key. Items
+        Arrow cannot take (no ':', a value that is not a plain number) are read by Python, in
+        place, so the rows keep their order."""
+        pa, pc = arrow
+        cols = self.cols
+        steps, texts = [], []
+        for digits, items in found:
+            step = cols.step_text(digits)
+            if step is None:
+                continue
+            if "(" in items and ("np." in items or "tensor(" in items):
+                items = WRAPPED.sub(r"\1", items)
+            steps.append(step)
+            texts.append(items)
+        if not steps:
+            return
+        self.nlines += len(steps)
+        lists = pc.split_pattern(pa.array(texts, pa.large_string()), " - ")
+        per_line = pc.list_value_length(lists).to_numpy(zero_copy_only=False)
+        items = lists.flatten()
+        kv = pc.split_pattern(items, ":", max_splits=1)
+        if pc.min(pc.list_value_length(kv)).as_py() != 2:  # an item without ':': rare
+            self.nlines -= len(steps)
+            for digits, text in zip(steps, texts, strict=True):
+                self._line(str(digits), text)
+            return
+        flat = kv.flatten()
+        keys = flat.take(pa.array(np.arange(0, len(flat), 2)))
+        raw = pc.utf8_trim_whitespace(flat.take(pa.array(np.arange(1, len(flat), 2))))
+        try:
+            if pc.any(pc.match_substring(raw, "(")).as_py():  # Arrow reads nan(123)
+                raise pa.ArrowInvalid("not a plain number")
+            values = pc.cast(raw, pa.float64()).to_numpy(zero_copy_only=False)
+            keep = None
+        except pa.ArrowInvalid:  # some value Arrow will not parse: check each
+            plain = pc.match_substring_regex(raw, PLAIN_NUMBER)
+            values = pc.cast(pc.if_else(plain, raw, "0"), pa.float64()).to_numpy().copy()
+            keep = plain.to_numpy(zero_copy_only=False)
+            for i in np.flatnonzero(~keep):
+                key = str(keys[i].as_py()).strip()
+                x = number(raw[i].as_py())
+                if x is None:
+                    cols.skip("non-numeric values", key=key)
+                else:
+                    values[i], keep[i] = x, True
+        enc = pc.dictionary_encode(keys)
+        table = np.array([cols.code(str(k).strip()) for k in enc.dictionary.to_pylist()], np.int32)
+        codes = table[enc.indices.to_numpy(zero_copy_only=False)] if len(table) else table
+        step_of = np.repeat(np.asarray(steps, np.int64), per_line)
+        numeric = raw if keep is None else pc.filter(raw, pa.array(keep))
+        self.blocks += 1
+        if self.blocks <= 2 or self.blocks % 8 == 0:  # the precision check samples blocks
+            cols.numbers_seen += len(numeric)
+            dp = pc.sum(pc.match_substring_regex(numeric, r"^-?\d+\.\d{3}$")).as_py()
+            cols.numbers_3dp += int(dp or 0)
+        if keep is not None:
+            codes, step_of, values = codes[keep], step_of[keep], values[keep]
+        cols.add_arrays(codes, step_of, values)
+        self.first_step = steps[0] if self.first_step is None else self.first_step
+        self.last_step = steps[-1]
 
     def _line(self, digits: str, items: str) -> None:
         cols = self.cols
@@ -118,14 +195,16 @@ class VerlConsole:
         if step is None:
             return
         self.nlines += 1
-        if "(" in items:
+        if "(" in items and ("np." in items or "tensor(" in items):
             items = WRAPPED.sub(r"\1", items)
-        parts = SPLIT.split(items)
-        n = len(parts) >> 1
-        raw = parts[1::2]
-        ok = len(parts) % 2 == 0 and items.count(" - ") == n - 1
+        # "k:v - k:v" -> [k, v, k, v]: two C-level string passes; exactly one ':' per item
+        # (checked by the count) keeps keys and values aligned
+        flat = items.replace(" - ", ":").split(":")
+        n = len(flat) >> 1
+        ok = not len(flat) & 1 and items.count(" - ") == n - 1
         if ok:
-            keys = tuple(parts[0::2])
+            keys = flat[0::2]
+            raw = flat[1::2]
             try:
                 vals = list(map(float, raw))
             except ValueError:
@@ -133,13 +212,18 @@ class VerlConsole:
         if not ok:
             self._slow(step, items)
         else:
-            codes = self.shapes.get(keys)
-            if codes is None:
-                codes = self.shapes[keys] = array("i", [cols.code(k.strip()) for k in keys])
+            if keys == self.last_keys:  # the usual case: the same keys as the line before
+                codes = self.last_codes
+            else:
+                shape = tuple(keys)
+                codes = self.shapes.get(shape)
+                if codes is None:
+                    codes = self.shapes[shape] = array("i", [cols.code(k.strip()) for k in keys])
+                self.last_keys, self.last_codes = keys, codes
             cols.add_row(step, codes, vals)
             if self.nlines <= self.SAMPLE_ALL or self.nlines % self.SAMPLE_EVERY == 0:
                 cols.numbers_seen += n
-                cols.numbers_3dp += sum(1 for r in raw if THREE_DECIMALS.match(r.strip()))
+                cols.numbers_3dp += len(THREE_DP_VALUE.findall(items))
         self.first_step = step if self.first_step is None else self.first_step
         self.last_step = step
 
@@ -194,6 +278,23 @@ class VerlConsole:
                 for k, x in metrics.items():
                     self.cols.add(step, k, x)
         self.validation = {}
+
+
+_ARROW: Any = None
+
+
+def _arrow() -> Any:
+    """(pyarrow, pyarrow.compute) when installed (pandas brings it), else None."""
+    global _ARROW
+    if _ARROW is None:
+        try:
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            _ARROW = (pa, pc)
+        except ImportError:  # pragma: no cover - pyarrow ships with the test extras
+            _ARROW = False
+    return _ARROW or None
 
 
 def _finite_int(x: float) -> bool:
