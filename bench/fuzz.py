@@ -1,0 +1,469 @@
+"""Fuzzing campaign: damaged inputs against every reader and the rule/config loaders.
+
+    python bench/fuzz.py --cases 10000 --seed 1
+    nice -n 19 python bench/fuzz.py --cases 10000 --seed 1 --time-limit 20 --mem-limit-mb 1024
+
+Seeds are made by the real writers (tensorboardX event files, a real W&B run file from the
+fixtures, JSONL / verl console / trainer_state.json / TRL console logs, a shipped rule file, an
+rlwatch.toml and a pyproject.toml). Each case mutates one seed (truncation, bit flips, inserted
+NaN/inf/huge numbers, wrong types, deep nesting, non-UTF-8 bytes, ...) and runs the real CLI on
+it in a child forked from a warm parent, under a time limit (alarm + kill) and a memory limit
+(RLIMIT_AS). The contract checked per case: exit code in {0, 1, 2}; no traceback on stderr; exit
+2 is one short stderr line; --format json output parses; no "unexpected" guard line (the guard
+catching a crash class that should be fixed at its source).
+
+Prints cases, crashes, hangs, worst time and worst memory (peak RSS of a case, and its growth
+over the warm parent), with the kinds of failure found and one reproducer per kind saved under
+--keep (default bench/fuzz-out/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HUGE = [
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "Infinity",
+    "1e400",
+    "-1e400",
+    "1" + "0" * 400,
+    "-9223372036854775809",
+    "9223372036854775808",
+    "1.5",
+    "-1",
+    "0",
+    "1e-400",
+    "null",
+    "true",
+    '"x"',
+    "[]",
+    "{}",
+]
+
+
+# -- seeds ----------------------------------------------------------------------------------
+def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
+    """kind -> (file name, bytes) of one valid input per reader/loader."""
+    where.mkdir(parents=True, exist_ok=True)
+    seeds: dict[str, tuple[str, bytes]] = {}
+    steps = 24
+    # TensorBoard: the real writer, with hparams (a plugin proto) and a text summary
+    from tensorboardX import SummaryWriter
+
+    tb = where / "tb"
+    w = SummaryWriter(str(tb), flush_secs=3600)
+    for s in range(steps):
+        w.add_scalar("actor/entropy", 0.5 - 0.01 * s, s, walltime=1.7e9 + s)
+        w.add_scalar("actor/grad_norm", 0.3 + 0.01 * s, s, walltime=1.7e9 + s)
+        w.add_scalar("critic/score/mean", 0.1 * s, s, walltime=1.7e9 + s)
+    w.add_hparams({"lr": 1e-6, "algo": "grpo"}, {"hparam/reward": 0.5})
+    w.add_text("config", "grpo run", 0)
+    w.close()
+    (ev,) = sorted(tb.glob("events.out.tfevents.*"))
+    seeds["tensorboard"] = ("events.out.tfevents.1700000000.fuzz", ev.read_bytes())
+    jsonl = "".join(
+        json.dumps(
+            {
+                "step": s,
+                "env/all/reward/total": 0.5 + 0.01 * s,
+                "optim/entropy": 0.5,
+                "optim/kl_sample_train_v1": 0.001,
+                "time/total": 10.0 + s,
+            }
+        )
+        + "\n"
+        for s in range(steps)
+    )
+    seeds["jsonl"] = ("metrics.jsonl", jsonl.encode())
+    verl = "".join(
+        f"(TaskRunner pid=1) step:{s} - actor/entropy:{0.5 - 0.01 * s:.3f} - "
+        f"actor/grad_norm:{0.3:.3f} - critic/score/mean:{0.1 * s:.3f} - "
+        f"response_length/mean:{200 + s:.1f} - timing_s/step:{30.0 + s:.2f}\n"
+        for s in range(1, steps + 1)
+    )
+    seeds["verl"] = ("train.log", verl.encode())
+    verl_jsonl = "".join(
+        json.dumps(
+            {
+                "step": s,
+                "data": {"actor/entropy": 0.5, "actor/grad_norm": 0.3, "critic/score/mean": 0.1},
+            }
+        )
+        + "\n"
+        for s in range(steps)
+    )
+    seeds["verl_jsonl"] = ("gsm8k.jsonl", verl_jsonl.encode())
+    hist = [
+        {"step": s, "loss": 0.5, "reward": 0.1 * s, "kl": 0.01, "grad_norm": 0.3, "epoch": s / 10}
+        for s in range(1, steps + 1)
+    ]
+    state = {"global_step": steps, "log_history": hist, "best_metric": None}
+    seeds["trainer_state"] = ("trainer_state.json", json.dumps(state, indent=2).encode())
+    dicts = "".join(
+        repr({"loss": 0.5, "grad_norm": 0.3, "reward": 0.1 * s, "kl": 0.01, "epoch": s / 10}) + "\n"
+        for s in range(1, steps + 1)
+    )
+    seeds["pydicts"] = ("grpo.log", dicts.encode())
+    wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
+    if wb.exists():
+        seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])
+    rules = (ROOT / "rules" / "stability.yaml").read_bytes()
+    seeds["rules"] = ("rules.yaml", rules)
+    toml = b'select = ["ST", "EX"]\nignore = ["ST04"]\nfail_on = "error"\nrequire = []\n'
+    seeds["config"] = ("rlwatch.toml", toml)
+    pyproject = b'[project]\nname = "x"\n\n[tool.rlwatch]\nselect = ["ST"]\nfail_on = "error"\n'
+    seeds["pyproject"] = ("pyproject.toml", pyproject)
+    return seeds
+
+
+# -- mutations ------------------------------------------------------------------------------
+def _numbers(data: bytes) -> list[tuple[int, int]]:
+    import re
+
+    return [m.span() for m in re.finditer(rb"-?\d+(?:\.\d+)?(?:e-?\d+)?", data[:200_000])]
+
+
+def mutate(data: bytes, rng: random.Random, kind: str) -> tuple[bytes, str]:
+    """One damaged copy of `data`, and what was done to it."""
+    ops = [
+        "truncate",
+        "bitflip",
+        "number",
+        "number",
+        "bytes",
+        "drop_lines",
+        "dup_chunk",
+        "nesting",
+        "non_utf8",
+        "wrong_type",
+        "empty_value",
+        "long_line",
+    ]
+    op = rng.choice(ops)
+    b = bytearray(data)
+    n = len(b)
+    if op == "truncate" and n:
+        cut = rng.randrange(n)
+        return bytes(b[:cut]), f"truncate@{cut}"
+    if op == "bitflip" and n:
+        k = rng.choice([1, 2, 8, 64])
+        for _ in range(k):
+            i = rng.randrange(n)
+            b[i] ^= 1 << rng.randrange(8)
+        return bytes(b), f"bitflip x{k}"
+    if op == "number":
+        spans = _numbers(data)
+        if spans:
+            k = rng.choice([1, 3, 20])
+            out = data
+            for a, e in sorted(rng.sample(spans, min(k, len(spans))), reverse=True):
+                out = out[:a] + rng.choice(HUGE).encode() + out[e:]
+            return out, f"number x{k}"
+    if op == "bytes" and n:
+        i = rng.randrange(n + 1)
+        junk = bytes(rng.randrange(256) for _ in range(rng.choice([1, 7, 64, 512])))
+        return bytes(b[:i]) + junk + bytes(b[i:]), f"insert {len(junk)} bytes"
+    if op == "drop_lines":
+        lines = data.split(b"\n")
+        if len(lines) > 2:
+            i = rng.randrange(len(lines))
+            del lines[i : i + rng.choice([1, 3, 10])]
+            return b"\n".join(lines), "drop lines"
+    if op == "dup_chunk" and n:
+        a = rng.randrange(n)
+        e = min(n, a + rng.choice([8, 100, 4000]))
+        return bytes(b[:e]) + bytes(b[a:e]) * rng.choice([2, 10]) + bytes(b[e:]), "dup chunk"
+    if op == "nesting":
+        depth = rng.choice([100, 5000, 100_000])
+        if kind in ("rules", "config", "pyproject"):
+            nest = (b"[" * depth) + (b"]" * depth)
+            if kind == "rules":
+                return data + b"\nextra: " + nest + b"\n", f"nesting {depth}"
+            return data + b"\nselect = " + nest + b"\n", f"nesting {depth}"
+        nest = b'{"step": 1, "x": ' + b"[" * depth + b"]" * depth + b"}"
+        lines = data.split(b"\n")
+        lines.insert(rng.randrange(len(lines) + 1), nest)
+        return b"\n".join(lines), f"nesting {depth}"
+    if op == "non_utf8" and n:
+        i = rng.randrange(n)
+        return bytes(b[:i]) + b"\xff\xfe\xc3\x28\x80" + bytes(b[i:]), "non-utf8"
+    if op == "wrong_type":
+        swaps = [
+            (b'"step": ', b'"step": "x", "_": '),
+            (b"step:", b"step:[1] "),
+            (b"log_history", b"log_hist"),
+            (b'"log_history": [', b'"log_history": {"a": ['),
+            (b"metric: ", b"metric: [a, b]\n        x: "),
+            (b"select = ", b"select = 3\n#"),
+            (b"[tool.rlwatch]", b"[[tool.rlwatch]]"),
+            (b"fail_on = ", b"fail_on = 1\n#"),
+            (b"- code: ", b"- code: {a: 1}\n  x: "),
+            (b"for: ", b"for: 1000000000000\n        y: "),
+        ]
+        rng.shuffle(swaps)
+        for old, new in swaps:
+            if old in data:
+                return data.replace(old, new, 1), f"wrong type {old[:12]!r}"
+    if op == "empty_value":
+        return data.replace(b"0.", b"", rng.choice([1, 5])), "empty values"
+    if op == "long_line":
+        i = rng.randrange(n + 1) if n else 0
+        return (
+            bytes(b[:i]) + b"step:1 - " + b"a:1 - " * rng.choice([1000, 100_000]) + bytes(b[i:]),
+            "long line",
+        )
+    return bytes(b[: max(0, n - 1)]), "truncate last byte"
+
+
+# -- one case -------------------------------------------------------------------------------
+def _args_for(kind: str, path: Path, good: Path, full: bool) -> list[str]:
+    select = [] if full else ["--select", "ST", "--select", "EX"]
+    if kind == "rules":
+        return ["diagnose", str(good), "--rules", str(path), "--format", "json", *select]
+    if kind in ("config", "pyproject"):
+        return ["diagnose", str(good), "--format", "json"]
+    if not full and random.random() < 0.6:  # the reader alone (cheaper): what was read
+        return ["metrics", str(path), "--format", "json"]
+    return ["diagnose", str(path), "--format", "json", *select]
+
+
+def run_case(
+    kind: str,
+    name: str,
+    data: bytes,
+    good: Path,
+    work: Path,
+    limit_s: float,
+    mem_mb: int,
+    full: bool,
+) -> dict[str, object]:
+    """Fork, run the CLI on the damaged input in the child, and judge the result."""
+    case = Path(tempfile.mkdtemp(dir=work))
+    cwd = case
+    if kind == "pyproject":
+        cwd = case / "sub" / "dir"
+        cwd.mkdir(parents=True)
+    target = case / name
+    target.write_bytes(data)
+    out, err = case / "stdout", case / "stderr"
+    args = _args_for(kind, target, good, full)
+    t0 = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:  # the child: limits, then the real CLI in-process
+        code = 3
+        try:
+            os.chdir(cwd)
+            fo = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            fe = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(fo, 1)
+            os.dup2(fe, 2)
+            soft = _vm_bytes() + (mem_mb << 20)
+            resource.setrlimit(resource.RLIMIT_AS, (soft, soft))
+            signal.alarm(int(limit_s) + 1)
+            from rlwatch.cli.app import app
+
+            try:
+                app(args, prog_name="rlwatch", standalone_mode=True)
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 3)
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+                code = 4
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+    deadline = t0 + limit_s
+    status, usage = None, None
+    while True:
+        wpid, st, ru = os.wait4(pid, os.WNOHANG)
+        if wpid:
+            status, usage = st, ru
+            break
+        if time.perf_counter() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            _, status, usage = os.wait4(pid, 0)
+            break
+        time.sleep(0.005)
+    elapsed = time.perf_counter() - t0
+    stdout = out.read_text(errors="replace") if out.exists() else ""
+    stderr = err.read_text(errors="replace") if err.exists() else ""
+    result: dict[str, object] = {
+        "kind": kind,
+        "seconds": elapsed,
+        "maxrss_mb": usage.ru_maxrss / 1024 if usage else 0.0,
+        "args": args,
+    }
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        result["verdict"] = "hang" if sig in (signal.SIGKILL, signal.SIGALRM) else f"signal {sig}"
+        result["code"] = None
+    else:
+        code = os.WEXITSTATUS(status)
+        result["code"] = code
+        result["verdict"] = judge(code, stdout, stderr)
+    result["stderr"] = stderr[-2000:]
+    if result["verdict"] == "ok":
+        shutil.rmtree(case, ignore_errors=True)
+    else:
+        result["dir"] = str(case)
+    return result
+
+
+def judge(code: int, stdout: str, stderr: str) -> str:
+    """'ok' or the kind of contract breach."""
+    if code not in (0, 1, 2):
+        return f"exit {code}"
+    if "Traceback" in stderr:
+        return "traceback"
+    if "unexpected " in stderr and "rerun with --debug" in stderr:
+        return "guard: " + stderr.split("unexpected ", 1)[1].split(":", 1)[0].split(" ")[0]
+    if "ran out of memory" in stderr or "nested too deeply" in stderr:
+        return "guard: " + stderr.split("rlwatch: error: ", 1)[-1][:30]
+    if code == 2:
+        lines = [ln for ln in stderr.splitlines() if ln.startswith("rlwatch: error")]
+        if len(lines) != 1 or len(lines[0]) > 2000:
+            return "exit 2 without one error line"
+        return "ok"
+    try:
+        json.loads(stdout)
+    except json.JSONDecodeError:
+        return "invalid json"
+    return "ok"
+
+
+def _vm_bytes() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 2 << 30
+
+
+def warm() -> None:
+    """Import what the CLI imports, once, in the parent (children fork warm)."""
+    import numpy  # noqa: F401
+    import pandas  # noqa: F401
+    import yaml  # noqa: F401
+
+    import rlwatch.api
+    import rlwatch.cli.app
+    import rlwatch.render.formats
+    import rlwatch.render.text  # noqa: F401
+    from rlwatch.engine.rules import load_rules
+    from rlwatch.sources import logs, tensorboard, wandb_local  # noqa: F401
+
+    load_rules()
+    try:
+        from wandb.proto import wandb_internal_pb2  # noqa: F401
+    except ImportError:
+        pass
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--time-limit", type=float, default=20.0, help="seconds per case")
+    ap.add_argument("--mem-limit-mb", type=int, default=1024, help="address space per case")
+    ap.add_argument("--kinds", default="", help="comma-separated subset of the seed kinds")
+    ap.add_argument("--keep", type=Path, default=ROOT / "bench" / "fuzz-out")
+    ap.add_argument("--full-every", type=int, default=10, help="every Nth case: all rules")
+    ap.add_argument("--report-every", type=int, default=500)
+    args = ap.parse_args()
+
+    rng = random.Random(args.seed)
+    work = Path(tempfile.mkdtemp(prefix="rlwatch-fuzz-"))
+    seeds = make_seeds(work / "seeds")
+    kinds = [k for k in seeds if not args.kinds or k in args.kinds.split(",")]
+    good = work / "good" / seeds["jsonl"][0]
+    good.parent.mkdir()
+    good.write_bytes(seeds["jsonl"][1])
+    os.environ.pop("RLWATCH_DEBUG", None)
+    os.environ["NO_COLOR"] = "1"
+    warm()
+    parent_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    found: Counter[str] = Counter()
+    examples: dict[str, dict[str, object]] = {}
+    worst_t: tuple[float, str] = (0.0, "")
+    worst_m: tuple[float, str] = (0.0, "")
+    hangs = crashes = 0
+    t_start = time.perf_counter()
+    for i in range(args.cases):
+        kind = kinds[i % len(kinds)]
+        name, data = seeds[kind]
+        damaged, what = mutate(data, rng, kind)
+        res = run_case(
+            kind,
+            name,
+            damaged,
+            good,
+            work,
+            args.time_limit,
+            args.mem_limit_mb,
+            full=i % args.full_every == 0,
+        )
+        label = f"{kind} {what}"
+        if res["seconds"] > worst_t[0]:
+            worst_t = (float(res["seconds"]), label)
+        if res["maxrss_mb"] > worst_m[0]:
+            worst_m = (float(res["maxrss_mb"]), label)
+        if res["verdict"] != "ok":
+            key = f"{kind}: {res['verdict']}"
+            found[key] += 1
+            if res["verdict"] == "hang":
+                hangs += 1
+            else:
+                crashes += 1
+            if key not in examples:
+                examples[key] = {**res, "mutation": what}
+                args.keep.mkdir(parents=True, exist_ok=True)
+                dest = args.keep / f"{len(examples):03d}-{kind}"
+                shutil.rmtree(dest, ignore_errors=True)
+                shutil.copytree(str(res["dir"]), dest)
+            shutil.rmtree(str(res["dir"]), ignore_errors=True)
+        if (i + 1) % args.report_every == 0:
+            rate = (i + 1) / (time.perf_counter() - t_start)
+            print(
+                f"[{i + 1}/{args.cases}] {rate:.1f} cases/s, crashes {crashes}, hangs {hangs}, "
+                f"worst {worst_t[0]:.2f} s, {worst_m[0]:.0f} MB",
+                flush=True,
+            )
+    shutil.rmtree(work, ignore_errors=True)
+    print(f"cases: {args.cases} (seed {args.seed}; kinds: {', '.join(kinds)})")
+    print(f"crashes: {crashes}")
+    print(f"hangs (past {args.time_limit:g} s): {hangs}")
+    print(f"worst time: {worst_t[0]:.2f} s ({worst_t[1]})")
+    print(
+        f"worst memory: {worst_m[0]:.0f} MB peak RSS ({worst_m[1]}); warm parent "
+        f"{parent_rss:.0f} MB, so at most {max(0.0, worst_m[0] - parent_rss):.0f} MB grown"
+    )
+    print(f"wall time: {time.perf_counter() - t_start:.0f} s")
+    for key, n in found.most_common():
+        ex = examples[key]
+        print(f"  {n:5d}  {key}  e.g. {ex['mutation']}: {str(ex['stderr']).strip()[-300:]!r}")
+
+
+if __name__ == "__main__":
+    main()
