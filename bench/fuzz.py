@@ -20,6 +20,7 @@ over the warm parent), with the kinds of failure found and one reproducer per ki
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -350,11 +351,11 @@ def judge(code: int, stdout: str, stderr: str) -> str:
     return "ok"
 
 
-def _vm_bytes() -> int:
+def _vm_bytes(field: str = "VmSize") -> int:
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmSize:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
@@ -375,10 +376,8 @@ def warm() -> None:
     from rlwatch.sources import logs, tensorboard, wandb_local  # noqa: F401
 
     load_rules()
-    try:
+    with contextlib.suppress(ImportError):
         from wandb.proto import wandb_internal_pb2  # noqa: F401
-    except ImportError:
-        pass
 
 
 def main() -> None:
@@ -403,7 +402,7 @@ def main() -> None:
     os.environ.pop("RLWATCH_DEBUG", None)
     os.environ["NO_COLOR"] = "1"
     warm()
-    parent_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    parent_rss = _vm_bytes("VmRSS") / (1 << 20)
     found: Counter[str] = Counter()
     examples: dict[str, dict[str, object]] = {}
     worst_t: tuple[float, str] = (0.0, "")
