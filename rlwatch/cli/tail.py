@@ -182,7 +182,7 @@ def tail(
                         flush=True,
                     )
                     raise typer.Exit(ExitCode.UNHEALTHY)
-                time.sleep(interval)
+                watch.sleep(interval)
         from rich.console import Console
         from rich.live import Live
 
@@ -200,7 +200,7 @@ def tail(
                 )
                 if stop:
                     break
-                time.sleep(interval)
+                watch.sleep(interval)
         console.print(f"watchdog: a verdict at or above {exit_on.value} fired", style="bold red")
         raise typer.Exit(ExitCode.UNHEALTHY)
     except KeyboardInterrupt:

@@ -58,6 +58,14 @@ def _uses_wall(node: Node) -> bool:
     return any(n.KIND == "stall" for n in walk(node))
 
 
+def _codes(col: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Integer codes and their names for a column (categorical, or any values)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy(), [str(c) for c in col.cat.categories]
+    names, codes = np.unique(col.astype(str).to_numpy(), return_inverse=True)
+    return codes, [str(n) for n in names]
+
+
 @dataclass
 class Change:
     """A rule started or stopped firing during an update."""
@@ -197,24 +205,27 @@ class Evaluator:
             if ok.any():
                 ws = pd.Series(w[ok]).groupby(step[ok]).max()
                 self.wall.merge(ws.index.to_numpy(np.int64), ws.to_numpy(float))
-        metric = rows["metric"].astype(str).to_numpy()
-        sel = np.isin(metric, list(self.needed)) if self.needed else np.zeros(len(rows), bool)
+        mcodes, mnames = _codes(rows["metric"])
+        wanted = [i for i, m in enumerate(mnames) if m in self.needed]
+        sel = np.isin(mcodes, wanted) if wanted else np.zeros(len(rows), bool)
         touched: set[str] = set()
         if sel.any():
             scales = self.info.scales if self.info is not None else {}
-            d = pd.DataFrame(
-                {"step": step[sel], "metric": metric[sel], "value": rows["value"].to_numpy()[sel]}
-            )
-            for m, part in d.groupby("metric", sort=False):
-                part = part.drop_duplicates("step", keep="last")
-                order = np.argsort(part["step"].to_numpy(), kind="stable")
-                s = part["step"].to_numpy(np.int64)[order]
-                v = part["value"].to_numpy(float)[order] * scales.get(str(m), 1.0)
+            c, st, v = mcodes[sel], step[sel], rows["value"].to_numpy(dtype=float)[sel]
+            order = np.lexsort((st, c))  # by metric, then step; write order kept within a step
+            c, st, v = c[order], st[order], v[order]
+            # the last write of a (metric, step) wins
+            last = np.concatenate([(c[1:] != c[:-1]) | (st[1:] != st[:-1]), [True]])
+            c, st, v = c[last], st[last], v[last]
+            bounds = np.flatnonzero(np.concatenate([[True], c[1:] != c[:-1], [True]]))
+            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+                m = mnames[int(c[a])]
+                s_, v_ = st[a:b], v[a:b] * scales.get(m, 1.0)
                 col = (self.cols if m in self.reads else self.check_cols).setdefault(m, _Col())
-                col.merge(s, v)
+                col.merge(s_, v_)
                 if m in self.head_n:
-                    self._grow_head(str(m), s, v)
-                touched.add(str(m))
+                    self._grow_head(m, s_, v_)
+                touched.add(m)
         self.last_step = max(int(step.max()), self.last_step or int(step.max()))
         rules = [r for r in self.rules if any(m in touched for m in metrics_of(r.when))]
         if self.wall_rules and "wall_time" in rows:
@@ -238,16 +249,19 @@ class Evaluator:
     def _restarts(self, rows: pd.DataFrame, step: np.ndarray) -> None:
         """A tag written at a lower step than its last write starts a new segment."""
         key = "tag" if "tag" in rows else "metric"
-        tags = rows[key].astype(str).to_numpy()
-        d = pd.DataFrame({"t": tags, "s": step})
-        first = d.groupby("t", sort=False)["s"].agg(["first", "min", "max"])
+        codes, names = _codes(rows[key])
+        order = np.argsort(codes, kind="stable")
+        c = codes[order]
+        starts = np.flatnonzero(np.concatenate([[True], c[1:] != c[:-1]]))
+        ends = np.concatenate([starts[1:], [c.size]]) - 1
         back = []
-        for t, (f, mn, mx) in zip(first.index, first.to_numpy(), strict=True):
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+            t = names[int(c[a])]
             prev = self.tag_last.get(t)
-            if prev is not None and f < prev:
-                back.append(int(f))
-            self.tag_last[t] = int(step[np.flatnonzero(tags == t)[-1]])
-            del mn, mx
+            first = int(step[order[a]])
+            if prev is not None and first < prev:
+                back.append(first)
+            self.tag_last[t] = int(step[order[b]])
         if self.info is not None:
             back += [r.step for r in self.info.restarts]
         for b in back:

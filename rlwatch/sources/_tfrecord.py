@@ -158,13 +158,15 @@ class EventFileReader:
     records: int = 0
     bad_records: int = 0
     warnings: list[str] = field(default_factory=list)
+    more: bool = False  # the last read stopped at max_bytes with records left
     _tag_index: dict[str, int] = field(default_factory=dict, repr=False)
     _plugins: dict[str, str] = field(default_factory=dict, repr=False)
 
     # -- public -------------------------------------------------------------------------
-    def read(self) -> Block:
-        """Every complete record appended since the last call."""
-        blocks = list(self._read_blocks())
+    def read(self, max_bytes: int | None = None) -> Block:
+        """Every complete record appended since the last call (about `max_bytes` of the file
+        at most when given; `more` then says whether records are left for the next call)."""
+        blocks = list(self._read_blocks(max_bytes))
         if not blocks:
             return Block.empty()
         if len(blocks) == 1:
@@ -186,7 +188,9 @@ class EventFileReader:
             )
 
     # -- blocks -------------------------------------------------------------------------
-    def _read_blocks(self) -> Iterator[Block]:
+    def _read_blocks(self, max_bytes: int | None = None) -> Iterator[Block]:
+        self.more = False
+        start = self.offset
         with open(self.path, "rb") as f:
             f.seek(self.offset)
             pending = b""
@@ -203,6 +207,9 @@ class EventFileReader:
                     yield block
                 pending = raw[used:]
                 if at_eof:
+                    return
+                if max_bytes is not None and self.offset - start >= max_bytes:
+                    self.more = True  # a live follower catching up reads the rest next call
                     return
                 # a record longer than the block: read more before trying again
                 want = BLOCK if used else max(BLOCK, 2 * len(raw))

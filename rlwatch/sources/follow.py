@@ -16,6 +16,8 @@ from typing import Any
 from rlwatch.errors import RlwatchError, UsageError
 from rlwatch.frame import RunFrame
 
+CATCH_UP = 16 << 20  # bytes of an event file read per poll while catching up (memory stays flat)
+
 
 class WandbFollower:
     """A .wandb file or a folder of them; a file is re-read when it grows (records are
@@ -121,11 +123,16 @@ class FolderFollower:
     def waiting(self) -> bool:
         return self.inner is None or getattr(self.inner, "waiting", False)
 
+    @property
+    def more(self) -> bool:
+        """Rows already written are left for the next poll (a big run being caught up)."""
+        return bool(getattr(self.inner, "more", False))
+
     def _decide(self) -> Any:
         from rlwatch.sources import tensorboard
 
         if tensorboard.find_runs(self.target):
-            return tensorboard.Follower(self.target)
+            return _budgeted(tensorboard.Follower(self.target))
         if next(self.target.rglob("*.wandb"), None) is not None:
             return WandbFollower(self.target)
         logs = LogDirFollower(self.target, self.log_format)
@@ -159,11 +166,20 @@ class FileFollower:
     def waiting(self) -> bool:
         return getattr(self.inner, "waiting", False)
 
+    @property
+    def more(self) -> bool:
+        return bool(getattr(self.inner, "more", False))
+
     def poll(self) -> RunFrame:
         return self.inner.poll()
 
     def notices(self) -> list[str]:
         return _notices_of(self.inner)
+
+
+def _budgeted(follower: Any) -> Any:
+    follower.budget = CATCH_UP
+    return follower
 
 
 def _notices_of(follower: Any) -> list[str]:
@@ -201,7 +217,7 @@ def follow(target: str, log_format: str | None = None, tracking_uri: str | None 
     if path.is_dir():
         return FolderFollower(path, log_format)
     if tensorboard.is_event_file(path) and log_format is None:
-        return FileFollower(tensorboard.Follower(path))
+        return FileFollower(_budgeted(tensorboard.Follower(path)))
     if path.suffix == ".wandb":
         return FileFollower(WandbFollower(path))
     return FileFollower(logs.Follower(path, log_format))

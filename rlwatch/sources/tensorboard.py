@@ -60,10 +60,10 @@ class _Run:
     def add(self, path: Path) -> None:
         self.readers.append(EventFileReader(str(path)))
 
-    def read(self, *, final: bool) -> RunFrame | None:
+    def read(self, *, final: bool, max_bytes: int | None = None) -> RunFrame | None:
         parts: list[tuple[int, Block]] = []
         for i, reader in enumerate(self.readers):
-            block = reader.read()
+            block = reader.read(None if final else max_bytes)
             if final:
                 reader.finish()
             if len(block):
@@ -148,6 +148,8 @@ class Follower:
         _check_target(self.target)
         self.runs: dict[str, _Run] = {}
         self._known: set[Path] = set()
+        self.budget: int | None = None  # bytes read per run and poll at most (None: all)
+        self.more = False
 
     def poll(self) -> RunFrame:
         for name, files in find_runs(self.target).items():
@@ -158,6 +160,11 @@ class Follower:
                 if f not in self._known:
                     self._known.add(f)
                     run.add(f)
-        return RunFrame.concat(
-            [f for r in self.runs.values() if (f := r.read(final=False)) is not None]
-        )
+        frames = [
+            f
+            for r in self.runs.values()
+            if (f := r.read(final=False, max_bytes=self.budget)) is not None
+        ]
+        # catching up on a big run a budget at a time keeps a live follower's memory flat
+        self.more = any(x.more for r in self.runs.values() for x in r.readers)
+        return RunFrame.concat(frames)
