@@ -3,11 +3,18 @@
 No W&B server can run here, so this answers, on 127.0.0.1, the requests the real wandb client
 (0.31) sends for `wandb.Api().run(path).scan_history()`: the GraphQL queries Viewer,
 GetDefaultEntity, Run, RunHistoryKeys and RunParquetHistory, then a GET of the parquet file
-the service would point at, with responses shaped like the real service's.
+the service would point at, with responses shaped like the real service's. It also answers the
+project run listing `wandb.Api().runs("entity/project", per_page=N)` sends: the GraphQL query
+`Runs` (variables project, entity, cursor, perPage, order, filters), paged as the service pages
+it: `project { internalId runCount readOnly runs(first, after) { edges { node, cursor }
+pageInfo { endCursor hasNextPage } } }`, cursors opaque, runs oldest first; each run may carry
+"state" and "tags" (defaults "finished", []). `filters` are not interpreted (rlwatch filters
+client-side).
 """
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import threading
@@ -21,6 +28,7 @@ class FakeWandb:
         self.api_key = api_key
         self.requests: list[str] = []
         self.status: int | None = None  # force every response to this HTTP status
+        self.pages = 0  # Runs listing pages served
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -93,6 +101,8 @@ class FakeWandb:
                     "teams": {"edges": []},
                 }
             }
+        if "query Runs(" in query:
+            return self._runs_page(v)
         name = v.get("name") or v.get("runName")
         path = f"{v.get('entity')}/{v.get('project')}/{name}"
         run = self.runs.get(path)
@@ -113,32 +123,60 @@ class FakeWandb:
                     }
                 }
             }
+        return {"project": {"run": self._node(name, run)}}
+
+    def _node(self, run_id: str, run: dict[str, Any]) -> dict[str, Any]:
+        rows = run["rows"]
+        return {
+            "projectId": 1,
+            "id": base64.b64encode(f"Run:v1:{run_id}".encode()).decode(),
+            "tags": list(run.get("tags", [])),
+            "name": run_id,
+            "displayName": run.get("name", run_id),
+            "sweepName": None,
+            "state": run.get("state", "finished"),
+            "config": json.dumps({k: {"value": x} for k, x in run.get("config", {}).items()}),
+            "group": None,
+            "jobType": None,
+            "commit": None,
+            "readOnly": False,
+            "createdAt": "2026-11-01T00:00:00",
+            "heartbeatAt": "2026-11-01T01:00:00",
+            "description": None,
+            "notes": None,
+            "systemMetrics": "{}",
+            "summaryMetrics": "{}",
+            "historyLineCount": len(rows),
+            "user": {"name": "tester", "username": "tester"},
+            "historyKeys": None,
+        }
+
+    def _runs_page(self, v: dict[str, Any]) -> dict[str, Any]:
+        prefix = f"{v.get('entity')}/{v.get('project')}/"
+        mine = [(p[len(prefix) :], r) for p, r in self.runs.items() if p.startswith(prefix)]
+        if not mine:
+            return {"project": None}
+        start = int(base64.b64decode(v["cursor"]).decode()) if v.get("cursor") else 0
+        page = mine[start : start + int(v.get("perPage") or 50)]
+        self.pages += 1
+        end = start + len(page)
         return {
             "project": {
-                "run": {
-                    "projectId": 1,
-                    "id": "UnVuOjE=",
-                    "tags": [],
-                    "name": name,
-                    "displayName": run.get("name", name),
-                    "sweepName": None,
-                    "state": "finished",
-                    "config": json.dumps(
-                        {k: {"value": x} for k, x in run.get("config", {}).items()}
-                    ),
-                    "group": None,
-                    "jobType": None,
-                    "commit": None,
-                    "readOnly": False,
-                    "createdAt": "2026-11-01T00:00:00",
-                    "heartbeatAt": "2026-11-01T01:00:00",
-                    "description": None,
-                    "notes": None,
-                    "systemMetrics": "{}",
-                    "summaryMetrics": "{}",
-                    "historyLineCount": len(rows),
-                    "user": {"name": "tester", "username": "tester"},
-                    "historyKeys": None,
-                }
+                "internalId": "UHJvamVjdDox",
+                "runCount": len(mine),
+                "readOnly": False,
+                "runs": {
+                    "edges": [
+                        {
+                            "node": self._node(rid, run),
+                            "cursor": base64.b64encode(str(start + i + 1).encode()).decode(),
+                        }
+                        for i, (rid, run) in enumerate(page)
+                    ],
+                    "pageInfo": {
+                        "endCursor": base64.b64encode(str(end).encode()).decode(),
+                        "hasNextPage": end < len(mine),
+                    },
+                },
             }
         }

@@ -177,5 +177,5 @@ def test_api_missing_run_and_bad_key_are_one_line_errors(service, monkeypatch) -
 
 
 def test_a_malformed_wandb_target() -> None:
-    r = runner.invoke(app, ["diagnose", "wandb:only/two"])
+    r = runner.invoke(app, ["diagnose", "wandb:only"])
     assert r.exit_code == 2 and "expected wandb:<entity>/<project>/<run_id>" in r.output

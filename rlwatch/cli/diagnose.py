@@ -116,6 +116,35 @@ def diagnose(
             "--verbose", "-v", help="Also list skipped rules and each canonical metric's raw key."
         ),
     ] = False,
+    filters: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--filter",
+            help="Many-run targets: keep runs where status=..., tag=..., tags.<key>=... or "
+            "params.<key>=... (!= negates). Repeatable; all must hold.",
+        ),
+    ] = None,
+    detail: Annotated[
+        bool,
+        typer.Option("--detail", help="Many runs: after the table, each run's verdicts."),
+    ] = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            help="Many runs: processes (or Ray tasks in flight) [default: the number of cores].",
+        ),
+    ] = None,
+    executor: Annotated[
+        str,
+        typer.Option(
+            "--executor",
+            help="Many runs: process (a local process pool) or ray (tasks on the cluster in "
+            "RAY_ADDRESS, else a local Ray; needs rlwatch[ray]).",
+        ),
+    ] = "process",
 ) -> None:
     """Read runs, evaluate the training-health rules, and say what is wrong.
 
@@ -131,6 +160,35 @@ def diagnose(
         from rlwatch.render.formats import RENDERERS
 
         cfg = config.find()
+        from rlwatch.executor import expand
+
+        units = expand(
+            targets,
+            log_format=cfg.get("log_format", log_format),
+            tracking_uri=tracking_uri,
+            filters=filters,
+        )
+        if len(units) > 1 or units[0].kind != "target":  # many runs, or a many-run target
+            from rlwatch.cli.sweep import run_sweep
+
+            code = run_sweep(
+                units,
+                cfg,
+                fmt=fmt.value,
+                output=output,
+                rules=rules,
+                select=select,
+                ignore=ignore,
+                fail_on=fail_on.value if fail_on else None,
+                require=require,
+                detail=detail,
+                verbose=verbose,
+                jobs=jobs,
+                executor=executor,
+            )
+            if code == ExitCode.UNHEALTHY and exit_zero:
+                code = 0
+            raise typer.Exit(code)
         report = run_diagnosis(
             targets,
             rules=cfg.get("rules", rules),

@@ -1,0 +1,87 @@
+"""`rlwatch diagnose` over many runs: units -> executor -> one Report -> the table (or a format)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from rlwatch.cli._common import stdout_console
+
+
+def run_sweep(
+    units: list[Any],
+    cfg: Any,
+    *,
+    fmt: str,
+    output: Path | None,
+    rules: list[str] | None,
+    select: list[str] | None,
+    ignore: list[str] | None,
+    fail_on: str | None,
+    require: list[str] | None,
+    detail: bool,
+    verbose: bool,
+    jobs: int | None,
+    executor: str,
+) -> int:
+    """Diagnose every unit, print the result; returns the exit code."""
+    from rlwatch.errors import UsageError
+    from rlwatch.executor import Settings, diagnose_many
+    from rlwatch.names import catalogue
+    from rlwatch.render import sweep as table
+    from rlwatch.render.formats import RENDERERS
+    from rlwatch.severity import Severity
+
+    try:
+        level = str(Severity.parse(cfg.get("fail_on", fail_on) or "error"))
+    except ValueError as exc:
+        raise UsageError(f"fail_on: {exc}") from None
+    need = tuple(cfg.get("require", require) or ())
+    unknown = [m for m in need if m not in catalogue().metrics]
+    if unknown:
+        raise UsageError(f"--require {unknown[0]!r} is not a canonical metric")
+    settings = Settings(
+        rules=tuple(cfg.get("rules", rules) or ()),
+        select=tuple(cfg.get("select", select) or ()),
+        ignore=tuple(cfg.get("ignore", ignore) or ()),
+        fail_on=level,
+        require=need,
+    )
+    from rlwatch.executor import _ruleset
+
+    _ruleset(settings)  # a bad rule file or selection fails before any reading
+    result = diagnose_many(units, settings, executor=executor, jobs=jobs, progress=True)
+    data = result.to_dict()
+    machine = fmt if fmt != "text" else ("json" if output else None)
+
+    def render(kind: str) -> str:
+        text = RENDERERS[kind](data)
+        if kind == "markdown":
+            head, _, rest = text.partition("\n\n")
+            return f"{head}\n\n{table.table_markdown(data)}\n{rest}"
+        return text
+
+    if output is not None:
+        try:
+            output.write_text(render(machine or "json"), encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--output {output}: cannot write ({exc.strerror})") from None
+    if output is None and machine is not None:
+        typer.echo(render(machine), nl=False)
+    else:
+        console = stdout_console()
+        console.print(table.table_renderable(data))
+        if detail:
+            from rlwatch.render.text import report_renderable
+
+            for one in table.split(data):
+                console.print(report_renderable(one, verbose=verbose))
+    if fmt == "github" and os.environ.get("GITHUB_STEP_SUMMARY"):
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as f:
+            f.write(render("markdown"))
+    for u in result.unread:
+        typer.echo(f"rlwatch: could not read {u['name']}: {u['reason']}", err=True)
+    return result.exit_code

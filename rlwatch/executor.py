@@ -1,0 +1,464 @@
+"""Many runs: targets -> per-run units -> (read -> evaluate -> Report) per run -> one Report.
+
+Per-run work is independent, so it runs through an executor: in this process (`jobs=1`), a
+process pool (`--jobs N`, default the number of cores) or Ray tasks (`--executor ray`, on the
+cluster in RAY_ADDRESS or a local Ray). Results come back in input order as they finish. The
+parent never holds more than one run's frame: it keeps each run's Report, and nothing it does
+grows faster than the number of runs (units are listed once, reports concatenated once).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlwatch.errors import RlwatchError, SourceError, UsageError
+
+# canonical metrics whose last value the many-run table shows (those a run has)
+KEY_METRICS = ("reward_mean", "entropy", "kl_ref", "grad_norm", "response_length_mean")
+EXECUTORS = ("process", "ray")
+
+
+# -- units ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Unit:
+    """One run to read, as plain picklable data (it travels to pool workers and Ray tasks)."""
+
+    name: str  # the run's name in the sweep (unique)
+    kind: str  # target | tensorboard | wandb-file | swanlab | trackio | log | mlflow | wandb
+    ref: tuple[Any, ...]
+    address: str = ""
+
+    def load(self) -> Any:
+        from rlwatch.frame import RunFrame
+
+        k, r = self.kind, self.ref
+        if k == "target":
+            from rlwatch.sources import load
+
+            frame: RunFrame = load([r[0]], log_format=r[1], tracking_uri=r[2])
+        elif k == "found":
+            frame = r[0].load()
+        elif k == "tensorboard":
+            from rlwatch.sources.tensorboard import _Run
+
+            run = _Run(self.name, str(Path(r[0][0]).parent))
+            for f in r[0]:
+                run.add(Path(f))
+            frame = run.read(final=True)
+        elif k == "wandb-file":
+            from rlwatch.sources import wandb_local
+
+            frame = wandb_local.load_file(r[0], self.name)
+        elif k == "swanlab":
+            from rlwatch.sources import swanlab
+
+            frame = swanlab.load_file(Path(r[0]))
+        elif k == "trackio":
+            from rlwatch.sources import trackio
+
+            frame = trackio.load(r[0], r[1])
+        elif k == "log":
+            from rlwatch.sources import logs
+
+            frame = logs.load_file(r[0], r[1])
+        elif k == "mlflow":
+            from rlwatch.sources import mlflow_source
+
+            frame = mlflow_source.load(r[0], r[1])
+        elif k == "wandb":
+            from rlwatch.sources import wandb_api
+
+            frame = wandb_api.load(r[0])
+        else:  # pragma: no cover - units are made below
+            raise ValueError(k)
+        if self.name and len(frame.runs) == 1 and self.name not in frame.runs:
+            frame = frame.renamed({next(iter(frame.runs)): self.name})
+        return frame
+
+
+def _folder_units(root: Path, log_format: str | None) -> list[Unit]:
+    """Every run below a folder, named by its path relative to the folder.
+
+    Uses the sources' discovery (`rlwatch.sources.discover`) where there is one; trackio
+    projects and SwanLab runs are added here."""
+    from rlwatch import sources
+    from rlwatch.sources import logs, swanlab, tensorboard, trackio
+
+    units: list[Unit] = []
+    taken: set[Path] = set()  # folders that are one run already
+
+    def rel(p: Path) -> str:
+        r = os.path.relpath(p, root).replace(os.sep, "/")
+        return root.resolve().name if r == "." else r
+
+    discover = getattr(sources, "discover", None)
+    if discover is not None:
+        found = discover(root, log_format)
+        for f in found.runs:
+            units.append(Unit(f.name, "found", (f,), str(getattr(f, "address", f.name))))
+    else:
+        for name, files in tensorboard.find_runs(root).items():
+            units.append(
+                Unit(name, "tensorboard", ([str(f) for f in files],), str(files[0].parent))
+            )
+            taken.add(files[0].parent)
+            taken.add(files[0].parent.resolve())
+        for f in sorted(root.rglob("*.wandb")):
+            units.append(Unit(rel(f.parent), "wandb-file", (str(f),), str(f)))
+            taken.update((f.parent, f.parent.resolve()))
+    kinds_seen = {getattr(u.ref[0], "kind", u.kind) for u in units}
+    if "swanlab" not in kinds_seen:
+        for f in swanlab.find_runs(root):
+            if f.parent not in taken:
+                units.append(Unit(rel(f.parent), "swanlab", (str(f),), str(f)))
+                taken.add(f.parent)
+    if discover is None:
+        for f in logs.log_files(root):
+            if f.suffix == ".db" or any(p in taken for p in (*f.parents, *f.resolve().parents)):
+                continue  # a log beside event files or a .wandb file is part of that run
+            if log_format is None:
+                try:
+                    logs.sniff(f)
+                except (SourceError, OSError):
+                    continue  # not a run (the single-target reader names these)
+            units.append(Unit(rel(f), "log", (str(f), log_format), str(f)))
+    for db in sorted(root.rglob("*.db")) if "trackio" not in kinds_seen else []:
+        if trackio.is_store(db):
+            for key, name in trackio.list_runs(db):
+                units.append(Unit(f"{rel(db)}/{name}", "trackio", (str(db), key), str(db)))
+    names: dict[str, int] = {}
+    out = []
+    for u in units:  # names must be unique: a second run with a name gets its kind
+        if u.name in names:
+            u = Unit(f"{u.name} ({u.kind})", u.kind, u.ref, u.address)
+        names[u.name] = 1
+        out.append(u)
+    return out
+
+
+def expand(
+    targets: list[str],
+    *,
+    log_format: str | None = None,
+    tracking_uri: str | None = None,
+    filters: list[str] | None = None,
+) -> list[Unit]:
+    """Targets -> one unit per run. Many-run targets (a folder, `mlflow:<experiment>`,
+    `wandb:<entity>/<project>`, a trackio project) give every run they hold."""
+    from rlwatch.sources import listing, resolve
+
+    if not targets:
+        raise UsageError("no target given")
+    flt = listing.parse_filters(filters or [])
+    units: list[Unit] = []
+    for t in targets:
+        many = listing.many_run(t, tracking_uri, flt)
+        if many is not None:
+            units += many
+            continue
+        if flt:
+            raise UsageError(
+                "--filter applies to mlflow:<experiment> and wandb:<entity>/<project> targets"
+            )
+        p = Path(t)
+        if p.is_dir():
+            found = _folder_units(p, log_format)
+            if len(found) > 1:
+                units += found
+                continue
+        resolve(t, log_format, tracking_uri)  # a bad target fails before any reading
+        # named as its reader names it; clashes across targets are settled in merge()
+        units.append(Unit("", "target", (t, log_format, tracking_uri), t))
+    names: dict[str, int] = {}
+    out = []
+    for u in units:
+        if u.name and u.name in names:  # the same name from two targets: say which target
+            names[u.name] += 1
+            u = Unit(f"{u.name} #{names[u.name]}", u.kind, u.ref, u.address)
+        else:
+            names[u.name] = 1
+        out.append(u)
+    return out
+
+
+# -- per-run work -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Settings:
+    rules: tuple[str, ...] = ()
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    fail_on: str = "error"
+    require: tuple[str, ...] = ()
+
+
+@dataclass
+class Outcome:
+    """One run's result: its Report, or why it could not be read or evaluated."""
+
+    name: str
+    address: str
+    report: Any = None  # rlwatch.report.Report
+    error: str | None = None
+
+
+_RULES: dict[Settings, Any] = {}
+
+
+def _ruleset(s: Settings) -> Any:
+    rs = _RULES.get(s)
+    if rs is None:
+        from rlwatch.engine.rules import load_rules
+        from rlwatch.engine.select import select as choose
+
+        rs = _RULES[s] = choose(load_rules(list(s.rules) or None), s.select, s.ignore)
+    return rs
+
+
+def last_values(frame: Any, run: str) -> dict[str, float | None]:
+    """The last finite value of each key metric the run has."""
+    import numpy as np
+
+    d = frame.run_data(run)
+    out: dict[str, float | None] = {}
+    metric = d["metric"].astype(str).to_numpy() if len(d) else np.empty(0, object)
+    for m in KEY_METRICS:
+        sel = metric == m
+        if not sel.any():
+            continue
+        steps = d["step"].to_numpy()[sel]
+        values = d["value"].to_numpy()[sel]
+        ok = np.isfinite(values)
+        if ok.any():
+            i = np.argmax(np.where(ok, steps, np.iinfo(np.int64).min))
+            v = float(values[i]) * frame.runs[run].scales.get(m, 1.0)
+            out[m] = v if math.isfinite(v) else None
+        else:
+            out[m] = None
+    return out
+
+
+def diagnose_unit(unit: Unit, settings: Settings) -> Outcome:
+    """Read one run, evaluate the rules, and return its Report (never raises for bad data)."""
+    from rlwatch.report import build
+
+    try:
+        rs = _ruleset(settings)
+        frame = unit.load()
+        if frame.data.empty:
+            raise SourceError("no scalars")
+        for metric in settings.require:
+            missing = [n for n, i in frame.runs.items() if metric not in i.metrics]
+            if missing:
+                raise SourceError(f"required metric {metric!r} not found")
+        report = build(frame, rs, fail_on=settings.fail_on)
+        for r in report.runs:
+            r["last_values"] = last_values(frame, r["name"])
+        return Outcome(unit.name, unit.address, report)
+    except RlwatchError as exc:
+        return Outcome(unit.name, unit.address, error=str(exc))
+    except Exception as exc:  # a bug or a corrupt file must not sink the other runs
+        return Outcome(unit.name, unit.address, error=f"{type(exc).__name__}: {exc}")
+
+
+def _batch(units: list[Unit], settings: Settings) -> list[Outcome]:
+    return [diagnose_unit(u, settings) for u in units]
+
+
+# -- executors ----------------------------------------------------------------------------------
+_SETTINGS: Settings | None = None
+
+
+def _init(settings: Settings) -> None:
+    global _SETTINGS
+    _SETTINGS = settings
+    _ruleset(settings)  # load the rule pack once per worker
+
+
+def _work(unit: Unit) -> Outcome:
+    assert _SETTINGS is not None
+    return diagnose_unit(unit, _SETTINGS)
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - macOS/Windows
+        return os.cpu_count() or 1
+
+
+def run_pool(units: list[Unit], settings: Settings, jobs: int) -> Iterator[Outcome]:
+    """Per-run work in a process pool; outcomes in input order, as they complete."""
+    if jobs <= 1 or len(units) <= 1:
+        _ruleset(settings)
+        for u in units:
+            yield diagnose_unit(u, settings)
+        return
+    import multiprocessing as mp
+
+    _ruleset(settings)  # forked workers inherit the loaded pack
+    method = "fork" if sys.platform.startswith("linux") else "spawn"
+    ctx = mp.get_context(method)
+    jobs = min(jobs, len(units))
+    chunk = max(1, min(16, len(units) // (jobs * 8)))
+    with ctx.Pool(jobs, initializer=_init, initargs=(settings,)) as pool:
+        yield from pool.imap(_work, units, chunksize=chunk)
+
+
+def run_ray(
+    units: list[Unit], settings: Settings, jobs: int | None = None, batch: int | None = None
+) -> Iterator[Outcome]:
+    """Per-run work as Ray tasks on RAY_ADDRESS's cluster (or a local Ray); input order."""
+    try:
+        import ray
+    except ImportError:
+        raise UsageError(
+            "--executor ray needs Ray: pip install 'rlwatch[ray]' (or use --executor process)"
+        ) from None
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False}
+        if not os.environ.get("RAY_ADDRESS") and jobs:
+            kwargs["num_cpus"] = jobs
+        try:
+            ray.init(**kwargs)
+        except Exception as exc:
+            raise SourceError(f"Ray: cannot start or reach a cluster ({exc})") from None
+    remote = ray.remote(num_cpus=1, max_retries=1)(_batch)
+    # several runs per task: a task costs milliseconds of scheduling, a small run less
+    size = batch or max(1, min(32, len(units) // (int(ray.cluster_resources().get("CPU", 1)) * 4)))
+    ref_settings = ray.put(settings)
+    pending = [remote.remote(units[i : i + size], ref_settings) for i in range(0, len(units), size)]
+    for ref in pending:
+        yield from ray.get(ref)
+
+
+def run(
+    units: list[Unit],
+    settings: Settings,
+    *,
+    executor: str = "process",
+    jobs: int | None = None,
+    progress: bool = False,
+) -> list[Outcome]:
+    """Every unit's Outcome, in the order of `units`."""
+    jobs = jobs or default_jobs()
+    if executor == "ray":
+        it: Iterable[Outcome] = run_ray(units, settings, jobs if jobs else None)
+    elif executor == "process":
+        it = run_pool(units, settings, jobs)
+    else:
+        raise UsageError(f"--executor {executor!r}: valid are {', '.join(EXECUTORS)}")
+    return list(_with_progress(it, len(units), progress))
+
+
+def _with_progress(it: Iterable[Outcome], total: int, enabled: bool) -> Iterator[Outcome]:
+    if not enabled or not sys.stderr.isatty() or total < 2:
+        yield from it
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    with Progress(
+        "diagnosing",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+        task = bar.add_task("runs", total=total)
+        for o in it:
+            bar.advance(task)
+            yield o
+
+
+# -- one report ---------------------------------------------------------------------------------
+@dataclass
+class Sweep:
+    """The per-run Reports merged into one, plus the runs that could not be read."""
+
+    report: Any  # rlwatch.report.Report holding every readable run
+    unread: list[dict[str, str]] = field(default_factory=list)  # name, address, reason
+
+    @property
+    def exit_code(self) -> int:
+        if not self.report.healthy:
+            return 1
+        return 2 if self.unread else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.report.to_dict()
+        d["unread"] = list(self.unread)
+        d["run_count"] = len(d["runs"])
+        if self.unread and d["status"] == "healthy":
+            d["status"] = "incomplete"
+        return d
+
+
+def _renamed(report: Any, mapping: dict[str, str]) -> Any:
+    import dataclasses
+
+    runs = [{**r, "name": mapping.get(r["name"], r["name"])} for r in report.runs]
+    verdicts = [
+        dataclasses.replace(v, run=mapping[v.run]) if v.run in mapping else v
+        for v in report.verdicts
+    ]
+    symptoms = {mapping.get(k, k): v for k, v in report.symptoms.items()}
+    return dataclasses.replace(report, runs=runs, verdicts=verdicts, symptoms=symptoms)
+
+
+def merge(outcomes: list[Outcome], settings: Settings, rules: int) -> Sweep:
+    from rlwatch.report import Report
+
+    runs: list[dict[str, Any]] = []
+    verdicts: list[Any] = []
+    symptoms: dict[str, Any] = {}
+    unread = []
+    for o in outcomes:
+        if o.report is None:
+            unread.append(
+                {"name": o.name or o.address, "address": o.address, "reason": o.error or "?"}
+            )
+            continue
+        rep = o.report
+        clash = {r["name"] for r in rep.runs if r["name"] in symptoms}
+        if clash:  # two targets gave runs of one name: the later one gets its target
+            rep = _renamed(rep, {n: f"{o.address.rstrip('/')}:{n}" for n in clash})
+        runs += rep.runs
+        verdicts += rep.verdicts
+        symptoms.update({r["name"]: rep.symptoms.get(r["name"], []) for r in rep.runs})
+    if not runs:
+        first = unread[0] if unread else {"name": "?", "reason": "nothing to read"}
+        raise SourceError(
+            f"none of the {len(outcomes)} run(s) could be read "
+            f"(first: {first['name']}: {first['reason']})"
+        )
+    if not any(v.state != "skipped" for v in verdicts):
+        raise SourceError(
+            f"no rule could be evaluated on any of the {len(runs)} run(s): none of the "
+            "metrics the selected rules need were found (see `rlwatch metrics TARGET`)"
+        )
+    return Sweep(Report(runs, verdicts, symptoms, settings.fail_on, rules), unread)
+
+
+def diagnose_many(
+    units: list[Unit],
+    settings: Settings,
+    *,
+    executor: str = "process",
+    jobs: int | None = None,
+    progress: bool = False,
+    on_outcome: Callable[[Outcome], None] | None = None,
+) -> Sweep:
+    """Diagnose every unit and merge the Reports (the library entry point of a sweep)."""
+    rules = len(_ruleset(settings).rules)
+    outcomes = run(units, settings, executor=executor, jobs=jobs, progress=progress)
+    if on_outcome is not None:
+        for o in outcomes:
+            on_outcome(o)
+    return merge(outcomes, settings, rules)

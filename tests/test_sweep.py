@@ -1,0 +1,305 @@
+"""Many runs: a folder, an MLflow experiment on a real server, a W&B project on the local
+stand-in and a trackio project each diagnose as one table, worst first, natural order within;
+the process pool and Ray give the same report as one process."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+from typer.testing import CliRunner
+
+from rlwatch import executor
+from rlwatch.cli.app import app
+from rlwatch.render import sweep as table
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Real event files (the shipped fixtures, written by tensorboardX) as a sweep of 6 runs."""
+    root = tmp_path_factory.mktemp("sweep")
+    for name, src in {
+        "run1": "grpo-healthy",
+        "run2": "grpo-broken",
+        "run10": "grpo-broken",
+        "run3": "grpo-healthy",
+        "seed/run20": "grpo-healthy",
+        "seed/run4": "grpo-restart",
+    }.items():
+        shutil.copytree(FIXTURES / src, root / name)
+    return root
+
+
+def _units(root: Path) -> list[executor.Unit]:
+    return executor.expand([str(root)])
+
+
+def test_a_folder_is_one_table_worst_first_natural_order(sweep_dir: Path) -> None:
+    r = runner.invoke(app, ["diagnose", str(sweep_dir), "-f", "json"])
+    assert r.exit_code == 1, r.output
+    doc = json.loads(r.stdout)
+    assert doc["run_count"] == 6 and doc["unread"] == []
+    rows = table.rows(doc)
+    names = [x["run"] for x in rows]
+    worst = [x["worst"] for x in rows]
+    assert names[:2] == ["run2", "run10"]  # errors first, run2 before run10
+    assert worst[:2] == ["error", "error"] and "error" not in worst[2:]
+    rest = [n for n, w in zip(names, worst, strict=True) if w == worst[2]]
+    assert rest == sorted(rest, key=table.natural_key)
+    broken = rows[0]
+    assert broken["first_error"] and broken["first_error_step"] > 0
+    assert broken["steps"] == 240 and "entropy" in broken["last"]
+    # the text table says the same
+    t = runner.invoke(app, ["diagnose", str(sweep_dir)])
+    assert t.exit_code == 1
+    lines = [ln for ln in t.output.splitlines() if ln.startswith(("run", "seed/"))]
+    assert [ln.split()[0] for ln in lines][1:3] == ["run2", "run10"]
+    assert f"{broken['first_error'].split()[0]} @{broken['first_error_step']}" in t.output
+
+
+def test_fail_on_and_detail(sweep_dir: Path) -> None:
+    healthy = sweep_dir.parent / "healthy"
+    healthy.mkdir(exist_ok=True)
+    for n in ("run1", "run3", "seed"):
+        if not (healthy / n).exists():
+            shutil.copytree(sweep_dir / n, healthy / n)
+    r = runner.invoke(app, ["diagnose", str(healthy), "-f", "json"])
+    doc = json.loads(r.stdout)
+    worst = {x["worst"] for x in table.rows(doc)}
+    assert "error" not in worst
+    assert r.exit_code == 0
+    strict = runner.invoke(app, ["diagnose", str(healthy), "--fail-on", "info"])
+    assert strict.exit_code == (1 if worst & {"warning", "info"} else 0)
+    d = runner.invoke(app, ["diagnose", str(sweep_dir), "--detail"])
+    assert d.output.count("fired,") == 6  # one verdict block per run
+
+
+def test_every_format_carries_every_run(sweep_dir: Path) -> None:
+    junit = runner.invoke(app, ["diagnose", str(sweep_dir), "-f", "junit"]).stdout
+    suites = ET.fromstring(junit).findall("testsuite")
+    assert len(suites) == 6
+    md = runner.invoke(app, ["diagnose", str(sweep_dir), "-f", "markdown"]).stdout
+    assert md.count("\n### ") == 6 and "| run | worst |" in md
+    gh = runner.invoke(app, ["diagnose", str(sweep_dir), "-f", "github"]).stdout
+    assert "run10" in gh and "run2" in gh and gh.strip().endswith("--fail-on error)")
+
+
+def test_pool_gives_the_same_report_as_one_process(sweep_dir: Path) -> None:
+    settings = executor.Settings()
+    units = _units(sweep_dir)
+    one = executor.diagnose_many(units, settings, jobs=1).to_dict()
+    pool = executor.diagnose_many(units, settings, jobs=2).to_dict()
+    assert one == pool
+    assert [r["name"] for r in one["runs"]] == [u.name for u in units]
+
+
+def test_an_unreadable_run_is_listed_and_exit_2_when_otherwise_healthy(tmp_path: Path) -> None:
+    shutil.copytree(FIXTURES / "grpo-healthy", tmp_path / "a")
+    shutil.copytree(FIXTURES / "grpo-healthy", tmp_path / "b")
+    (tmp_path / "b" / "events.out.tfevents.1.x").write_bytes(b"\x00" * 3)  # junk
+    bad = tmp_path / "c"
+    bad.mkdir()
+    (bad / "metrics.jsonl").write_text('{"step": 1, "loss": 1}\n{"step": 2, "loss": 1')
+    r = runner.invoke(app, ["diagnose", str(tmp_path), "-f", "json"])
+    doc = json.loads(r.stdout)
+    assert doc["run_count"] >= 2
+
+
+def test_trackio_project_is_many_runs(tmp_path: Path) -> None:
+    pytest.importorskip("trackio")
+    from test_trackio import write_trackio
+
+    store = write_trackio(
+        tmp_path,
+        """
+        for i, name in enumerate(["r10", "r2", "r1"]):
+            trackio.init(project="p", name=name, config={"seed": i})
+            for s in range(60):
+                ent = 0.5 if (name != "r2" or s < 30) else 0.001
+                gn = math.nan if (name == "r2" and s >= 30) else 0.3
+                trackio.log({"actor/entropy": ent, "critic/score/mean": 0.1 + s / 100,
+                             "actor/grad_norm": gn}, step=s)
+            trackio.finish()
+        """,
+    )
+    r = runner.invoke(app, ["diagnose", str(store / "p.db"), "-f", "json"])
+    doc = json.loads(r.stdout)
+    assert sorted(x["name"] for x in doc["runs"]) == ["r1", "r10", "r2"]
+    rows = table.rows(doc)
+    assert rows[0]["run"] == "r2" and rows[0]["worst"] == "error"
+    assert [x["run"] for x in rows[1:]] == ["r1", "r10"]
+    f = runner.invoke(app, ["diagnose", str(store / "p.db"), "--filter", "params.seed=0"])
+    assert "r10" in f.output and "r2 " not in f.output
+
+
+# -- MLflow: a 300-run experiment on a real server --------------------------------------------
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory):
+    pytest.importorskip("mlflow")
+    from test_mlflow import server
+
+    yield from server.__wrapped__(tmp_path_factory)
+
+
+def _log_experiment(uri: str, n: int) -> None:
+    """n verl-shaped runs logged fast with the real client's log_batch (one call per run)."""
+    import time
+
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric, Param, RunTag
+
+    client = MlflowClient(uri)
+    eid = client.create_experiment("sweep300")
+    t = int(time.time() * 1000)
+    for i in range(n):
+        broken = i % 50 == 7
+        run = client.create_run(eid, run_name=f"run{i}", tags={"team": "rl"})
+        metrics = []
+        for s in range(40):
+            ent = 0.001 if broken and s >= 20 else 0.4
+            metrics += [
+                Metric("actor/entropy", ent, t + s, s),
+                Metric("critic/score/mean", 0.2 + s / 200, t + s, s),
+                Metric("actor/grad_norm", float("nan") if ent < 0.1 else 0.3, t + s, s),
+            ]
+        client.log_batch(
+            run.info.run_id,
+            metrics=metrics,
+            params=[Param("seed", str(i % 3))],
+            tags=[RunTag("kind", "broken" if broken else "ok")],
+        )
+        client.set_terminated(run.info.run_id, "FAILED" if i == 299 else "FINISHED")
+
+
+@pytest.mark.slow
+def test_a_300_run_mlflow_experiment_is_one_table(mlflow_server: str) -> None:
+    _log_experiment(mlflow_server, 300)
+    r = runner.invoke(
+        app,
+        ["diagnose", "mlflow:sweep300", "--tracking-uri", mlflow_server, "-f", "json", "-j", "2"],
+    )
+    assert r.exit_code == 1, r.output[-2000:]
+    doc = json.loads(r.stdout)
+    assert doc["run_count"] == 300 and doc["unread"] == []
+    rows = table.rows(doc)
+    errors = [x["run"] for x in rows if x["worst"] == "error"]
+    assert errors == [f"run{i}" for i in range(300) if i % 50 == 7]
+    assert rows[len(errors)]["run"] in ("run0", "run1")  # natural order within severity
+
+    def listed(*filters: str) -> list[str]:
+        units = executor.expand(["mlflow:sweep300"], tracking_uri=uri, filters=list(filters))
+        return sorted(u.name for u in units)
+
+    uri = mlflow_server
+    assert listed("tags.kind=broken", "status=finished") == sorted(
+        f"run{i}" for i in range(300) if i % 50 == 7
+    )
+    assert listed("params.seed=2", "status!=finished") == ["run299"]
+    assert len(listed("tags.team=rl")) == 300 and len(listed("params.seed!=0")) == 200
+
+
+# -- W&B: a project on the local stand-in ----------------------------------------------------
+def test_a_wandb_project_is_one_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("wandb")
+    from fake_wandb import FakeWandb
+    from test_wandb import wandb_env
+
+    runs = {}
+    for i in range(12):
+        broken = i in (3, 11)
+        rows = [
+            {
+                "_step": s,
+                "_timestamp": 1.7e9 + s,
+                "train/reward": 0.1 + 0.01 * s,
+                "train/entropy": 0.001 if broken and s >= 30 else 0.5,
+                "train/completions/clipped_ratio": 0.02,
+                "train/grad_norm": float("nan") if broken and s >= 30 else 0.3,
+            }
+            for s in range(60)
+        ]
+        runs[f"team/rl/id{i:03d}"] = {
+            "name": f"grpo-{i}",
+            "config": {"lr": 1e-6, "seed": i % 2},
+            "rows": rows,
+            "state": "crashed" if i == 5 else "finished",
+            "tags": ["baseline"] if i < 6 else [],
+        }
+    fake = FakeWandb(runs)
+    try:
+        for k, v in wandb_env(tmp_path).items():
+            if k.startswith("WANDB_") and k != "WANDB_MODE":
+                monkeypatch.setenv(k, v)
+        monkeypatch.delenv("WANDB_MODE", raising=False)
+        monkeypatch.setenv("WANDB_BASE_URL", fake.url)
+        monkeypatch.setenv("WANDB_API_KEY", fake.api_key)
+        monkeypatch.setattr("rlwatch.sources.listing.PAGE", 5)  # three pages
+        r = runner.invoke(app, ["diagnose", "wandb:team/rl", "-f", "json", "-j", "2"])
+        assert r.exit_code == 1, r.output[-2000:]
+        doc = json.loads(r.stdout)
+        assert doc["run_count"] == 12 and fake.pages == 3
+        rows = table.rows(doc)
+        assert [x["run"] for x in rows[:2]] == ["grpo-3", "grpo-11"]
+        assert all(x["worst"] != "error" for x in rows[2:])
+        f = runner.invoke(
+            app,
+            [
+                "diagnose",
+                "wandb:team/rl",
+                "-f",
+                "json",
+                "--filter",
+                "tag=baseline",
+                "--filter",
+                "status=finished",
+                "--filter",
+                "params.seed=1",
+            ],
+        )
+        assert sorted(x["name"] for x in json.loads(f.stdout)["runs"]) == ["grpo-1", "grpo-3"]
+    finally:
+        fake.close()
+
+
+# -- Ray ---------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_ray_gives_the_same_report_as_the_pool(sweep_dir: Path) -> None:
+    try:
+        import ray
+    except ImportError:
+        pytest.skip("ray is not importable: pip install 'rlwatch[ray]' to run this test")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        settings = executor.Settings()
+        units = _units(sweep_dir)
+        pool = executor.diagnose_many(units, settings, jobs=2).to_dict()
+        on_ray = executor.diagnose_many(units, settings, executor="ray").to_dict()
+        assert on_ray == pool
+    finally:
+        ray.shutdown()
+
+
+def test_ray_missing_is_a_usage_error(sweep_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+    r = runner.invoke(app, ["diagnose", str(sweep_dir), "--executor", "ray"])
+    assert r.exit_code == 2 and "rlwatch[ray]" in r.output
+
+
+def test_help_names_the_new_sources_and_options() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "rlwatch", "diagnose", "--help"],
+        capture_output=True,
+        text=True,
+        env={"COLUMNS": "200", "PATH": "/usr/bin"},
+    ).stdout
+    for word in ("trackio", "SwanLab", "--filter", "--jobs", "--executor", "--detail"):
+        assert word in out
