@@ -82,7 +82,7 @@ class Unit:
         return frame
 
 
-def _folder_units(root: Path, log_format: str | None) -> list[Unit]:
+def _folder_units(root: Path, log_format: str | None, skipped: list[dict[str, str]]) -> list[Unit]:
     """Every run below a folder, named by its path relative to the folder.
 
     Uses the sources' discovery (`rlwatch.sources.discover`) where there is one; trackio
@@ -100,35 +100,37 @@ def _folder_units(root: Path, log_format: str | None) -> list[Unit]:
     discover = getattr(sources, "discover", None)
     if discover is not None:
         found = discover(root, log_format)
+        skipped.extend(s.to_dict() if hasattr(s, "to_dict") else dict(s) for s in found.skipped)
         for f in found.runs:
-            units.append(Unit(f.name, "found", (f,), str(getattr(f, "address", f.name))))
-    else:
-        for name, files in tensorboard.find_runs(root).items():
-            units.append(
-                Unit(name, "tensorboard", ([str(f) for f in files],), str(files[0].parent))
-            )
-            taken.add(files[0].parent)
-            taken.add(files[0].parent.resolve())
-        for f in sorted(root.rglob("*.wandb")):
-            units.append(Unit(rel(f.parent), "wandb-file", (str(f),), str(f)))
-            taken.update((f.parent, f.parent.resolve()))
-    kinds_seen = {getattr(u.ref[0], "kind", u.kind) for u in units}
-    if "swanlab" not in kinds_seen:
-        for f in swanlab.find_runs(root):
-            if f.parent not in taken:
-                units.append(Unit(rel(f.parent), "swanlab", (str(f),), str(f)))
-                taken.add(f.parent)
-    if discover is None:
-        for f in logs.log_files(root):
-            if f.suffix == ".db" or any(p in taken for p in (*f.parents, *f.resolve().parents)):
-                continue  # a log beside event files or a .wandb file is part of that run
-            if log_format is None:
-                try:
-                    logs.sniff(f)
-                except (SourceError, OSError):
-                    continue  # not a run (the single-target reader names these)
-            units.append(Unit(rel(f), "log", (str(f), log_format), str(f)))
-    for db in sorted(root.rglob("*.db")) if "trackio" not in kinds_seen else []:
+            if f.kind == "trackio":  # a project: one unit per run
+                db = f.paths[0]
+                for key, name in trackio.list_runs(db):
+                    units.append(Unit(f"{f.name}/{name}", "trackio", (str(db), key), str(db)))
+            else:
+                units.append(Unit(f.name, "found", (f,), str(f.address)))
+        return units
+    for name, files in tensorboard.find_runs(root).items():
+        paths = [str(f) for f in files]
+        units.append(Unit(name, "tensorboard", (paths,), str(files[0].parent)))
+        taken.add(files[0].parent)
+        taken.add(files[0].parent.resolve())
+    for f in sorted(root.rglob("*.wandb")):
+        units.append(Unit(rel(f.parent), "wandb-file", (str(f),), str(f)))
+        taken.update((f.parent, f.parent.resolve()))
+    for f in swanlab.find_runs(root):
+        if f.parent not in taken:
+            units.append(Unit(rel(f.parent), "swanlab", (str(f),), str(f)))
+            taken.add(f.parent)
+    for f in logs.log_files(root):
+        if f.suffix == ".db" or any(p in taken for p in (*f.parents, *f.resolve().parents)):
+            continue  # a log beside event files or a .wandb file is part of that run
+        if log_format is None:
+            try:
+                logs.sniff(f)
+            except (SourceError, OSError):
+                continue  # not a run (the single-target reader names these)
+        units.append(Unit(rel(f), "log", (str(f), log_format), str(f)))
+    for db in sorted(root.rglob("*.db")):
         if trackio.is_store(db):
             for key, name in trackio.list_runs(db):
                 units.append(Unit(f"{rel(db)}/{name}", "trackio", (str(db), key), str(db)))
@@ -142,13 +144,19 @@ def _folder_units(root: Path, log_format: str | None) -> list[Unit]:
     return out
 
 
+class Units(list):
+    """Units, plus the files discovery skipped (path, reason)."""
+
+    skipped: list[dict[str, str]]
+
+
 def expand(
     targets: list[str],
     *,
     log_format: str | None = None,
     tracking_uri: str | None = None,
     filters: list[str] | None = None,
-) -> list[Unit]:
+) -> Units:
     """Targets -> one unit per run. Many-run targets (a folder, `mlflow:<experiment>`,
     `wandb:<entity>/<project>`, a trackio project) give every run they hold."""
     from rlwatch.sources import listing, resolve
@@ -157,6 +165,7 @@ def expand(
         raise UsageError("no target given")
     flt = listing.parse_filters(filters or [])
     units: list[Unit] = []
+    skipped: list[dict[str, str]] = []
     for t in targets:
         many = listing.many_run(t, tracking_uri, flt)
         if many is not None:
@@ -168,15 +177,17 @@ def expand(
             )
         p = Path(t)
         if p.is_dir():
-            found = _folder_units(p, log_format)
+            found = _folder_units(p, log_format, skipped)
             if len(found) > 1:
                 units += found
                 continue
+            skipped.clear()  # one run: the single-target path names what it skips
         resolve(t, log_format, tracking_uri)  # a bad target fails before any reading
         # named as its reader names it; clashes across targets are settled in merge()
         units.append(Unit("", "target", (t, log_format, tracking_uri), t))
     names: dict[str, int] = {}
-    out = []
+    out = Units()
+    out.skipped = skipped
     for u in units:
         if u.name and u.name in names:  # the same name from two targets: say which target
             names[u.name] += 1
@@ -380,24 +391,17 @@ def _with_progress(it: Iterable[Outcome], total: int, enabled: bool) -> Iterator
 # -- one report ---------------------------------------------------------------------------------
 @dataclass
 class Sweep:
-    """The per-run Reports merged into one, plus the runs that could not be read."""
+    """The per-run Reports merged into one (runs that could not be read are in its `skipped`,
+    and in `unread`)."""
 
-    report: Any  # rlwatch.report.Report holding every readable run
-    unread: list[dict[str, str]] = field(default_factory=list)  # name, address, reason
+    report: Any  # rlwatch.report.Report
+    unread: list[dict[str, str]] = field(default_factory=list)  # path, reason
 
     @property
     def exit_code(self) -> int:
         if not self.report.healthy:
             return 1
         return 2 if self.unread else 0
-
-    def to_dict(self) -> dict[str, Any]:
-        d = self.report.to_dict()
-        d["unread"] = list(self.unread)
-        d["run_count"] = len(d["runs"])
-        if self.unread and d["status"] == "healthy":
-            d["status"] = "incomplete"
-        return d
 
 
 def _renamed(report: Any, mapping: dict[str, str]) -> Any:
@@ -412,38 +416,41 @@ def _renamed(report: Any, mapping: dict[str, str]) -> Any:
     return dataclasses.replace(report, runs=runs, verdicts=verdicts, symptoms=symptoms)
 
 
-def merge(outcomes: list[Outcome], settings: Settings, rules: int) -> Sweep:
+def merge(
+    outcomes: list[Outcome], settings: Settings, rules: int, skipped: list[dict[str, str]] = ()
+) -> Sweep:
+    import dataclasses
+
     from rlwatch.report import Report
 
-    runs: list[dict[str, Any]] = []
-    verdicts: list[Any] = []
-    symptoms: dict[str, Any] = {}
+    reports = []
+    names: set[str] = set()
     unread = []
     for o in outcomes:
         if o.report is None:
-            unread.append(
-                {"name": o.name or o.address, "address": o.address, "reason": o.error or "?"}
-            )
+            unread.append({"path": o.name or o.address, "reason": f"could not read: {o.error}"})
             continue
         rep = o.report
-        clash = {r["name"] for r in rep.runs if r["name"] in symptoms}
+        clash = {r["name"] for r in rep.runs if r["name"] in names}
         if clash:  # two targets gave runs of one name: the later one gets its target
             rep = _renamed(rep, {n: f"{o.address.rstrip('/')}:{n}" for n in clash})
-        runs += rep.runs
-        verdicts += rep.verdicts
-        symptoms.update({r["name"]: rep.symptoms.get(r["name"], []) for r in rep.runs})
-    if not runs:
-        first = unread[0] if unread else {"name": "?", "reason": "nothing to read"}
+        names.update(r["name"] for r in rep.runs)
+        reports.append(rep)
+    if not reports:
+        first = unread[0] if unread else {"path": "?", "reason": "nothing to read"}
         raise SourceError(
             f"none of the {len(outcomes)} run(s) could be read "
-            f"(first: {first['name']}: {first['reason']})"
+            f"(first: {first['path']}: {first['reason']})"
         )
-    if not any(v.state != "skipped" for v in verdicts):
+    if not any(v.state != "skipped" for rep in reports for v in rep.verdicts):
         raise SourceError(
-            f"no rule could be evaluated on any of the {len(runs)} run(s): none of the "
+            f"no rule could be evaluated on any of the {len(reports)} run(s): none of the "
             "metrics the selected rules need were found (see `rlwatch metrics TARGET`)"
         )
-    return Sweep(Report(runs, verdicts, symptoms, settings.fail_on, rules), unread)
+    merged = Report.merge(reports)
+    merged = dataclasses.replace(merged, fail_on=settings.fail_on, rules=rules)
+    merged.skipped = [*skipped, *merged.skipped, *unread]
+    return Sweep(merged, unread)
 
 
 def diagnose_many(
@@ -461,4 +468,4 @@ def diagnose_many(
     if on_outcome is not None:
         for o in outcomes:
             on_outcome(o)
-    return merge(outcomes, settings, rules)
+    return merge(outcomes, settings, rules, getattr(units, "skipped", []))

@@ -38,6 +38,37 @@ def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+RANK = {"error": 0, "warning": 1, "info": 2, "ok": 3, "skipped": 4}
+
+
+def _rows(doc: dict) -> list[dict]:
+    """The table order, recomputed from the JSON report: worst first, natural order within."""
+    out = []
+    for run in doc["runs"]:
+        mine = [v for v in doc["verdicts"] if v["run"] == run["name"]]
+        fired = [v for v in mine if v["episodes"]]
+        worst = min(
+            (v["severity"] for v in fired),
+            key=RANK.get,
+            default="ok" if any(v["state"] != "skipped" for v in mine) else "skipped",
+        )
+        errors = sorted(
+            (v for v in fired if v["severity"] == "error"),
+            key=lambda v: v["episodes"][0]["first_step"],
+        )
+        out.append(
+            {
+                "run": run["name"],
+                "worst": worst,
+                "first_error": errors[0]["code"] if errors else None,
+                "first_error_step": errors[0]["episodes"][0]["first_step"] if errors else None,
+                "steps": run["steps"]["count"],
+                "last": run["last_values"],
+            }
+        )
+    return sorted(out, key=lambda r: (RANK[r["worst"]], table.natural_key(r["run"])))
+
+
 def _units(root: Path) -> list[executor.Unit]:
     return executor.expand([str(root)])
 
@@ -46,8 +77,8 @@ def test_a_folder_is_one_table_worst_first_natural_order(sweep_dir: Path) -> Non
     r = runner.invoke(app, ["diagnose", str(sweep_dir), "-f", "json"])
     assert r.exit_code == 1, r.output
     doc = json.loads(r.stdout)
-    assert doc["run_count"] == 6 and doc["unread"] == []
-    rows = table.rows(doc)
+    assert doc["run_count"] == 6 and doc["skipped"] == []
+    rows = _rows(doc)
     names = [x["run"] for x in rows]
     worst = [x["worst"] for x in rows]
     assert names[:2] == ["run2", "run10"]  # errors first, run2 before run10
@@ -62,7 +93,12 @@ def test_a_folder_is_one_table_worst_first_natural_order(sweep_dir: Path) -> Non
     assert t.exit_code == 1
     lines = [ln for ln in t.output.splitlines() if ln.startswith(("run", "seed/"))]
     assert [ln.split()[0] for ln in lines][1:3] == ["run2", "run10"]
-    assert f"{broken['first_error'].split()[0]} @{broken['first_error_step']}" in t.output
+    assert f"{broken['first_error']} @{broken['first_error_step']}" in t.output
+    assert [r["run"] for r in table.rows(_report(sweep_dir))] == names
+
+
+def _report(root: Path):
+    return executor.diagnose_many(_units(root), executor.Settings(), jobs=1).report
 
 
 def test_fail_on_and_detail(sweep_dir: Path) -> None:
@@ -73,7 +109,7 @@ def test_fail_on_and_detail(sweep_dir: Path) -> None:
             shutil.copytree(sweep_dir / n, healthy / n)
     r = runner.invoke(app, ["diagnose", str(healthy), "-f", "json"])
     doc = json.loads(r.stdout)
-    worst = {x["worst"] for x in table.rows(doc)}
+    worst = {x["worst"] for x in _rows(doc)}
     assert "error" not in worst
     assert r.exit_code == 0
     strict = runner.invoke(app, ["diagnose", str(healthy), "--fail-on", "info"])
@@ -89,14 +125,14 @@ def test_every_format_carries_every_run(sweep_dir: Path) -> None:
     md = runner.invoke(app, ["diagnose", str(sweep_dir), "-f", "markdown"]).stdout
     assert md.count("\n### ") == 6 and "| run | worst |" in md
     gh = runner.invoke(app, ["diagnose", str(sweep_dir), "-f", "github"]).stdout
-    assert "run10" in gh and "run2" in gh and gh.strip().endswith("--fail-on error)")
+    assert "run10" in gh and "run2" in gh and "6 run(s) read" in gh.strip().splitlines()[-1]
 
 
 def test_pool_gives_the_same_report_as_one_process(sweep_dir: Path) -> None:
     settings = executor.Settings()
     units = _units(sweep_dir)
-    one = executor.diagnose_many(units, settings, jobs=1).to_dict()
-    pool = executor.diagnose_many(units, settings, jobs=2).to_dict()
+    one = executor.diagnose_many(units, settings, jobs=1).report.to_dict()
+    pool = executor.diagnose_many(units, settings, jobs=2).report.to_dict()
     assert one == pool
     assert [r["name"] for r in one["runs"]] == [u.name for u in units]
 
@@ -104,13 +140,14 @@ def test_pool_gives_the_same_report_as_one_process(sweep_dir: Path) -> None:
 def test_an_unreadable_run_is_listed_and_exit_2_when_otherwise_healthy(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES / "grpo-healthy", tmp_path / "a")
     shutil.copytree(FIXTURES / "grpo-healthy", tmp_path / "b")
-    (tmp_path / "b" / "events.out.tfevents.1.x").write_bytes(b"\x00" * 3)  # junk
     bad = tmp_path / "c"
     bad.mkdir()
-    (bad / "metrics.jsonl").write_text('{"step": 1, "loss": 1}\n{"step": 2, "loss": 1')
+    (bad / "events.out.tfevents.1.x").write_bytes(b"\x07" * 40)  # not TFRecord framing
     r = runner.invoke(app, ["diagnose", str(tmp_path), "-f", "json"])
     doc = json.loads(r.stdout)
-    assert doc["run_count"] >= 2
+    assert doc["run_count"] == 2
+    assert len(doc["skipped"]) == 1 and "c" in doc["skipped"][0]["path"]
+    assert r.exit_code == 2
 
 
 def test_trackio_project_is_many_runs(tmp_path: Path) -> None:
@@ -133,7 +170,7 @@ def test_trackio_project_is_many_runs(tmp_path: Path) -> None:
     r = runner.invoke(app, ["diagnose", str(store / "p.db"), "-f", "json"])
     doc = json.loads(r.stdout)
     assert sorted(x["name"] for x in doc["runs"]) == ["r1", "r10", "r2"]
-    rows = table.rows(doc)
+    rows = _rows(doc)
     assert rows[0]["run"] == "r2" and rows[0]["worst"] == "error"
     assert [x["run"] for x in rows[1:]] == ["r1", "r10"]
     f = runner.invoke(app, ["diagnose", str(store / "p.db"), "--filter", "params.seed=0"])
@@ -188,8 +225,8 @@ def test_a_300_run_mlflow_experiment_is_one_table(mlflow_server: str) -> None:
     )
     assert r.exit_code == 1, r.output[-2000:]
     doc = json.loads(r.stdout)
-    assert doc["run_count"] == 300 and doc["unread"] == []
-    rows = table.rows(doc)
+    assert doc["run_count"] == 300 and doc["skipped"] == []
+    rows = _rows(doc)
     errors = [x["run"] for x in rows if x["worst"] == "error"]
     assert errors == [f"run{i}" for i in range(300) if i % 50 == 7]
     assert rows[len(errors)]["run"] in ("run0", "run1")  # natural order within severity
@@ -247,7 +284,7 @@ def test_a_wandb_project_is_one_table(tmp_path: Path, monkeypatch: pytest.Monkey
         assert r.exit_code == 1, r.output[-2000:]
         doc = json.loads(r.stdout)
         assert doc["run_count"] == 12 and fake.pages == 3
-        rows = table.rows(doc)
+        rows = _rows(doc)
         assert [x["run"] for x in rows[:2]] == ["grpo-3", "grpo-11"]
         assert all(x["worst"] != "error" for x in rows[2:])
         f = runner.invoke(
@@ -281,8 +318,8 @@ def test_ray_gives_the_same_report_as_the_pool(sweep_dir: Path) -> None:
     try:
         settings = executor.Settings()
         units = _units(sweep_dir)
-        pool = executor.diagnose_many(units, settings, jobs=2).to_dict()
-        on_ray = executor.diagnose_many(units, settings, executor="ray").to_dict()
+        pool = executor.diagnose_many(units, settings, jobs=2).report.to_dict()
+        on_ray = executor.diagnose_many(units, settings, executor="ray").report.to_dict()
         assert on_ray == pool
     finally:
         ray.shutdown()

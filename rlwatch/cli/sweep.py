@@ -6,9 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import typer
-
-from rlwatch.cli._common import stdout_console
+from rlwatch.cli._common import report_skipped, stdout_console
 
 
 def run_sweep(
@@ -28,8 +26,10 @@ def run_sweep(
     executor: str,
 ) -> int:
     """Diagnose every unit, print the result; returns the exit code."""
+    import typer
+
     from rlwatch.errors import UsageError
-    from rlwatch.executor import Settings, diagnose_many
+    from rlwatch.executor import Settings, _ruleset, diagnose_many
     from rlwatch.names import catalogue
     from rlwatch.render import sweep as table
     from rlwatch.render.formats import RENDERERS
@@ -43,6 +43,8 @@ def run_sweep(
     unknown = [m for m in need if m not in catalogue().metrics]
     if unknown:
         raise UsageError(f"--require {unknown[0]!r} is not a canonical metric")
+    if fmt == "html":
+        raise UsageError("--format html shows one run; many runs: use text, json or markdown")
     settings = Settings(
         rules=tuple(cfg.get("rules", rules) or ()),
         select=tuple(cfg.get("select", select) or ()),
@@ -50,18 +52,16 @@ def run_sweep(
         fail_on=level,
         require=need,
     )
-    from rlwatch.executor import _ruleset
-
     _ruleset(settings)  # a bad rule file or selection fails before any reading
     result = diagnose_many(units, settings, executor=executor, jobs=jobs, progress=True)
-    data = result.to_dict()
+    report = result.report
     machine = fmt if fmt != "text" else ("json" if output else None)
 
     def render(kind: str) -> str:
-        text = RENDERERS[kind](data)
-        if kind == "markdown":
+        text = RENDERERS[kind](report)
+        if kind == "markdown":  # the table first, then each run's section
             head, _, rest = text.partition("\n\n")
-            return f"{head}\n\n{table.table_markdown(data)}\n{rest}"
+            return f"{head}\n\n{table.table_markdown(report)}\n{rest}"
         return text
 
     if output is not None:
@@ -69,19 +69,18 @@ def run_sweep(
             output.write_text(render(machine or "json"), encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"--output {output}: cannot write ({exc.strerror})") from None
+    report_skipped(report.skipped)
     if output is None and machine is not None:
         typer.echo(render(machine), nl=False)
     else:
         console = stdout_console()
-        console.print(table.table_renderable(data))
+        console.print(table.table_renderable(report))
         if detail:
             from rlwatch.render.text import report_renderable
 
-            for one in table.split(data):
+            for one in table.split(report):
                 console.print(report_renderable(one, verbose=verbose))
     if fmt == "github" and os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as f:
             f.write(render("markdown"))
-    for u in result.unread:
-        typer.echo(f"rlwatch: could not read {u['name']}: {u['reason']}", err=True)
     return result.exit_code

@@ -1,4 +1,4 @@
-"""The many-run table (pure: report dict in, rows / rich renderable / markdown out).
+"""The many-run table (pure: a Report in, rows / rich renderable / markdown out).
 
 One row per run: worst severity that fired, the first error verdict and the step it began, the
 number of steps, and the last value of the key metrics the runs have. Worst first; within a
@@ -8,7 +8,11 @@ severity, natural order of names (run2 before run10). Runs that could not be rea
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlwatch.engine.evaluate import Verdict
+    from rlwatch.report import Report
 
 RANK = {"error": 0, "warning": 1, "info": 2, "ok": 3, "skipped": 4}
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan", "ok": "green", "skipped": "dim"}
@@ -28,23 +32,23 @@ def natural_key(name: str) -> tuple[Any, ...]:
     )
 
 
-def rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+def rows(report: Report) -> list[dict[str, Any]]:
     """The table's rows, sorted worst first, natural order within."""
-    by_run: dict[str, list[dict[str, Any]]] = {}
+    by_run: dict[str, list[Verdict]] = {}
     evaluated: set[str] = set()
-    for v in report["verdicts"]:
-        if v["episodes"]:
-            by_run.setdefault(v["run"], []).append(v)
-        if v["state"] != "skipped":
-            evaluated.add(v["run"])
+    for v in report.verdicts:
+        if v.fired:
+            by_run.setdefault(v.run, []).append(v)
+        if v.state != "skipped":
+            evaluated.add(v.run)
     out = []
-    for run in report["runs"]:
+    for run in report.runs:
         fired = by_run.get(run["name"], [])
         none = RANK["ok"] if run["name"] in evaluated else RANK["skipped"]
-        worst = min((RANK[v["severity"]] for v in fired), default=none)
+        worst = min((RANK[str(v.severity)] for v in fired), default=none)
         errors = sorted(
-            (v for v in fired if v["severity"] == "error"),
-            key=lambda v: (v["episodes"][0]["first_step"], v["code"]),
+            (v for v in fired if str(v.severity) == "error"),
+            key=lambda v: (v.episodes[0].first_step, v.code),
         )
         first = errors[0] if errors else None
         out.append(
@@ -52,9 +56,9 @@ def rows(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "run": run["name"],
                 "worst": next(k for k, r in RANK.items() if r == worst),
                 "fired": len(fired),
-                "first_error": f"{first['code']} {first['name']}" if first else None,
-                "first_error_code": first["code"] if first else None,
-                "first_error_step": first["episodes"][0]["first_step"] if first else None,
+                "first_error": f"{first.code} {first.name}" if first else None,
+                "first_error_code": first.code if first else None,
+                "first_error_step": first.episodes[0].first_step if first else None,
                 "steps": run["steps"]["count"],
                 "last_step": run["steps"]["last"],
                 "last": dict(run.get("last_values") or {}),
@@ -77,7 +81,7 @@ def _columns(table: list[dict[str, Any]]) -> list[str]:
     return [k for k in KEYS if k in have]
 
 
-def table_renderable(report: dict[str, Any]) -> Any:
+def table_renderable(report: Report) -> Any:
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
@@ -103,9 +107,9 @@ def table_renderable(report: dict[str, Any]) -> Any:
     counts = {k: 0 for k in RANK}
     for r in table_rows:
         counts[r["worst"]] += 1
-    unread = report.get("unread") or []
+    unread = report.skipped
     parts: list[Any] = [t]
-    runs = {r["name"]: r for r in report["runs"]}
+    runs = {r["name"]: r for r in report.runs}
     for row in table_rows:
         run = runs[row["run"]]
         for r in run.get("restarts", []):
@@ -119,14 +123,14 @@ def table_renderable(report: dict[str, Any]) -> Any:
         for w in run.get("warnings", []):
             parts.append(Text(f"warning: {w}", style="yellow"))
     for u in unread:
-        parts.append(Text(f"could not read {u['name']}: {u['reason']}", style="yellow"))
+        parts.append(Text(f"skipped {u['path']}: {u['reason']}", style="yellow"))
     parts.append(
         Text(
             f"{len(table_rows)} run(s): {counts['error']} error, {counts['warning']} warning, "
             f"{counts['info']} info, {counts['ok']} ok"
             + (f", {counts['skipped']} with no rule evaluable" if counts["skipped"] else "")
-            + (f"; {len(unread)} could not be read" if unread else "")
-            + f". status: {report['status']} (--fail-on {report['fail_on']}). first error = "
+            + (f"; {len(unread)} skipped (could not be read)" if unread else "")
+            + f". status: {report.status} (--fail-on {report.fail_on}). first error = "
             "the earliest error verdict @ its first step; last values of key metrics; "
             "--detail shows each run's verdicts.",
             style="dim",
@@ -135,7 +139,7 @@ def table_renderable(report: dict[str, Any]) -> Any:
     return Group(*parts)
 
 
-def table_markdown(report: dict[str, Any]) -> str:
+def table_markdown(report: Report) -> str:
     table_rows = rows(report)
     keys = _columns(table_rows)
     icon = {"error": "🔴", "warning": "🟡", "info": "🔵", "ok": "🟢", "skipped": "⚪"}
@@ -153,18 +157,25 @@ def table_markdown(report: dict[str, Any]) -> str:
             *(_num(r["last"].get(k)) for k in keys),
         ]
         out.append("| " + " | ".join(cells) + " |")
-    for u in report.get("unread") or []:
-        out.append(f"\n> could not read {u['name']}: {u['reason']}")
+
     return "\n".join(out) + "\n"
 
 
-def split(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """One report dict per run (for --detail), in the table's order."""
-    verdicts: dict[str, list[dict[str, Any]]] = {}
-    for v in report["verdicts"]:
-        verdicts.setdefault(v["run"], []).append(v)
-    runs = {r["name"]: r for r in report["runs"]}
+def split(report: Report) -> list[Report]:
+    """One Report per run (for --detail), in the table's order."""
+    from rlwatch.report import Report
+
+    verdicts: dict[str, list[Verdict]] = {}
+    for v in report.verdicts:
+        verdicts.setdefault(v.run, []).append(v)
+    runs = {r["name"]: r for r in report.runs}
     return [
-        {**report, "runs": [runs[r["run"]]], "verdicts": verdicts.get(r["run"], [])}
+        Report(
+            [runs[r["run"]]],
+            verdicts.get(r["run"], []),
+            {r["run"]: report.symptoms.get(r["run"], [])},
+            report.fail_on,
+            report.rules,
+        )
         for r in rows(report)
     ]
