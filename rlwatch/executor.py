@@ -188,7 +188,12 @@ def expand(
     names: dict[str, int] = {}
     out = Units()
     out.skipped = skipped
+    seen: set[Any] = set()
     for u in units:
+        key = _identity(u)
+        if key in seen:  # the same run given twice is read once
+            continue
+        seen.add(key)
         if u.name and u.name in names:  # the same name from two targets: say which target
             names[u.name] += 1
             u = Unit(f"{u.name} #{names[u.name]}", u.kind, u.ref, u.address)
@@ -196,6 +201,26 @@ def expand(
             names[u.name] = 1
         out.append(u)
     return out
+
+
+def _identity(u: Unit) -> Any:
+    """What makes two units the same run on disk or on a server."""
+    if u.kind == "found":
+        return u.ref[0].key
+    if u.kind == "target" and Path(u.ref[0]).exists():
+        from rlwatch import sources
+
+        discover = getattr(sources, "discover", None)
+        if discover is not None:
+            try:
+                return tuple(f.key for f in discover(u.ref[0], u.ref[1]).runs)
+            except RlwatchError:
+                pass
+        return ("target", os.path.realpath(u.ref[0]))
+    if u.kind in ("tensorboard", "swanlab", "wandb-file", "log"):
+        first = u.ref[0][0] if isinstance(u.ref[0], list) else u.ref[0]
+        return (u.kind, os.path.realpath(first))
+    return (u.kind, *map(str, u.ref))
 
 
 # -- per-run work -------------------------------------------------------------------------------
