@@ -68,14 +68,13 @@ def metrics_file() -> Path:
 @cache
 def catalogue(path: str | None = None) -> Catalogue:
     """Load and check the metrics table (the shipped one by default)."""
-    import yaml
-
+    from rlwatch.engine.cache import yaml_data
     from rlwatch.errors import RuleFileError
 
     p = path or str(metrics_file())
     try:
-        doc = yaml.safe_load(Path(p).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        doc = yaml_data(p)  # libyaml when available; plain data cached by content hash
+    except Exception as exc:  # OSError, yaml.YAMLError, UnicodeDecodeError
         raise RuleFileError(f"cannot read metrics table: {exc}", p) from exc
     if not isinstance(doc, dict) or doc.get("version") != 1:
         raise RuleFileError("expected a mapping with 'version: 1'", p)

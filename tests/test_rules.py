@@ -397,3 +397,57 @@ def test_hostile_rule_test_files_are_one_line_errors(
     with pytest.raises(RuleFileError) as exc:
         load_cases(f)
     assert str(exc.value).startswith(f"{f}:3:") and message in str(exc.value), str(exc.value)
+
+
+# -- the compiled rule pack is cached as plain data (JSON) keyed by content -------------------
+def _rules_plain(rules) -> list[tuple]:
+    return [(r.code, r.severity, r.when, r.for_, r.checks, r.file, r.line) for r in rules.rules]
+
+
+def test_the_compiled_pack_cache_gives_the_same_rules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from rlwatch.engine import rules as R
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("RLWATCH_NO_CACHE", raising=False)
+    compiled = R._compile(R.builtin_files(), True)
+    first = load_rules()  # compiles and writes the cache
+    entries = list((tmp_path / "cache" / "rlwatch").glob("pack-*.json"))
+    assert len(entries) == 1 and json.loads(entries[0].read_text())["data"]  # JSON, not pickle
+    second = load_rules()  # from the cache
+    assert _rules_plain(first) == _rules_plain(second) == _rules_plain(compiled)
+
+    entries[0].write_text('{"format": 1, "key": "x", "data": [{"code": 1}]}')  # corrupt
+    assert _rules_plain(load_rules()) == _rules_plain(compiled)
+    entries[0].write_text("not json at all {")
+    assert _rules_plain(load_rules()) == _rules_plain(compiled)
+
+
+def test_a_changed_rule_file_is_compiled_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("RLWATCH_NO_CACHE", raising=False)
+    f = tmp_path / "r.yaml"
+    f.write_text(GOOD)
+    assert load_rules([f], with_builtin=False).get("XX01").severity == "warning"
+    f.write_text(GOOD.replace("severity: warning", "severity: error"))
+    assert load_rules([f], with_builtin=False).get("XX01").severity == "error"
+    f.write_text(GOOD.replace("severity: warning", "severity: fatal"))
+    with pytest.raises(RuleFileError, match="bad severity"):  # errors are never cached
+        load_rules([f], with_builtin=False)
+
+
+def test_an_unwritable_or_disabled_cache_is_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "file-not-dir"
+    blocker.write_text("x")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # mkdir under a file fails
+    assert load_rules().rules
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "c2"))
+    monkeypatch.setenv("RLWATCH_NO_CACHE", "1")
+    assert load_rules().rules and not (tmp_path / "c2").exists()

@@ -9,7 +9,11 @@ import typer
 
 from rlwatch.cli._common import ExitCode, stdout_console, user_errors
 
-app = typer.Typer(help="List, explain, check and test the rule packs.", no_args_is_help=True)
+app = typer.Typer(
+    help="List, explain, check and test the rule packs.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 
 
 @app.command("list")

@@ -85,6 +85,83 @@ def load_rules(paths: list[str | Path] | None = None, *, with_builtin: bool = Tr
     files = (builtin_files() if with_builtin else []) + [Path(p) for p in paths or []]
     if not files:
         raise RuleFileError("no rule files", "(none)")
+    k = _pack_key(files, with_builtin)
+    if k is not None:
+        from rlwatch.engine import cache
+
+        hit = cache.get("pack", k)
+        if hit is not None:
+            try:
+                return RuleSet([_rule_from_plain(d) for d in hit])
+            except Exception:
+                pass
+    ruleset = _compile(files, with_builtin)
+    if k is not None:
+        from rlwatch.engine import cache
+
+        cache.put("pack", k, [_rule_to_plain(r) for r in ruleset.rules])
+    return ruleset
+
+
+def _pack_key(files: list[Path], with_builtin: bool) -> str | None:
+    """The compiled pack's cache key: every file's path and bytes, the metrics table and the
+    code that compiles them (None when a file cannot be read: the compiler says why)."""
+    from rlwatch import __version__
+    from rlwatch.engine import cache
+    from rlwatch.names import metrics_file
+
+    parts: list[bytes | str] = [__version__, str(with_builtin)]
+    try:
+        for f in [*files, metrics_file()]:
+            with open(f, "rb") as fh:
+                raw = fh.read(yamlpos.MAX_BYTES + 1)
+            parts += [str(f), raw]
+    except OSError:
+        return None
+    modules = ("rules", "registry", "conditions", "yamlpos")
+    parts.append(cache.code_stamp(*(f"rlwatch.engine.{m}" for m in modules), "rlwatch.names"))
+    return cache.key(*parts)
+
+
+def _rule_to_plain(r: Rule) -> dict[str, Any]:
+    return {
+        "code": r.code,
+        "name": r.name,
+        "severity": str(r.severity),
+        "when": r.when.to_spec(),
+        "summary": r.summary,
+        "description": r.description,
+        "for": r.for_,
+        "keep_firing_for": r.keep_firing_for,
+        "checks": [[c.metric, c.hint] for c in r.checks],
+        "runbook": r.runbook,
+        "frameworks": list(r.frameworks),
+        "group": r.group,
+        "file": r.file,
+        "line": r.line,
+    }
+
+
+def _rule_from_plain(d: dict[str, Any]) -> Rule:
+    return Rule(
+        code=d["code"],
+        name=d["name"],
+        severity=Severity.parse(d["severity"]),
+        when=registry.parse(d["when"]),
+        summary=d["summary"],
+        description=d["description"],
+        for_=d["for"],
+        keep_firing_for=d["keep_firing_for"],
+        checks=tuple(Check(m, h) for m, h in d["checks"]),
+        runbook=d["runbook"],
+        frameworks=tuple(d["frameworks"]),
+        group=d["group"],
+        file=d["file"],
+        line=d["line"],
+    )
+
+
+def _compile(files: list[Path], with_builtin: bool) -> RuleSet:
     out: dict[str, Rule] = {}
     builtin = {str(p) for p in builtin_files()} if with_builtin else set()
     for f in files:

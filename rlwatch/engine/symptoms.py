@@ -117,6 +117,47 @@ def load_symptoms(path: str | Path | None = None) -> list[Symptom]:
     p = str(path or symptoms_file())
     if p in _CACHE:
         return _CACHE[p]
+    from rlwatch.engine import cache
+    from rlwatch.names import metrics_file
+
+    try:
+        with open(p, "rb") as f:
+            raw = f.read(yamlpos.MAX_BYTES + 1)
+        k: str | None = cache.key(
+            p,
+            raw,
+            metrics_file().read_bytes(),
+            cache.code_stamp("rlwatch.engine.symptoms", "rlwatch.engine.rules", "rlwatch.names"),
+        )
+    except OSError:
+        k = None  # the loader below says why
+    hit = cache.get("symptoms", k) if k else None
+    if hit is not None:
+        try:
+            out = [
+                Symptom(s, tuple(r), tuple(Check(*c[:3], _from_json(c[3])) for c in checks))
+                for s, r, checks in hit
+            ]
+            _CACHE[p] = out
+            return out
+        except (TypeError, ValueError):
+            pass  # a damaged entry: validate again
+    out = _validate(p)
+    if k:
+        plain = [
+            [s.symptom, list(s.rules), [[c.metric, c.question, c.check, c.limit] for c in s.checks]]
+            for s in out
+        ]
+        cache.put("symptoms", k, plain)
+    _CACHE[p] = out
+    return out
+
+
+def _from_json(limit: Any) -> Any:
+    return tuple(limit) if isinstance(limit, list) else limit
+
+
+def _validate(p: str) -> list[Symptom]:
     v = _Validator(yamlpos.load(p))
     d = v.doc.data
     if not isinstance(d, dict):
@@ -160,7 +201,6 @@ def load_symptoms(path: str | Path | None = None) -> list[Symptom]:
                 Check(c["metric"], c["question"], c["check"], _limit(v, kind, c, (*cat, "limit")))
             )
         out.append(Symptom(s["symptom"], tuple(codes), tuple(parsed)))
-    _CACHE[p] = out
     return out
 
 

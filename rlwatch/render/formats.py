@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING
-from xml.sax.saxutils import escape, quoteattr
 
 if TYPE_CHECKING:
     from rlwatch.engine.evaluate import Episode, Verdict
@@ -27,6 +26,8 @@ def span(episodes: list[Episode]) -> str:
 
 def render_junit(report: Report) -> str:
     """One testcase per (run, rule): failure when it fired at or above --fail-on."""
+    from xml.sax.saxutils import escape, quoteattr  # deferred: start-up
+
     vs = report.verdicts
     failures = sum(v.failing for v in vs)
     skipped = sum(v.state == "skipped" for v in vs)
