@@ -167,13 +167,16 @@ def write_console(path: Path, size: int, seed: int = 0) -> Path:
     return path
 
 
-def write_jsonl(path: Path, size: int, seed: int = 0) -> Path:
-    """verl's FileLogger: one json.dumps({"step": N, "data": {...}}) per line."""
+def write_jsonl(path: Path, size: int, seed: int = 0, spaced: bool = False) -> Path:
+    """verl's FileLogger: one {"step": N, "data": {...}} record per line, compact as in the
+    real FileLogger files (`{"step":1,"data":{...}}`; `spaced`: json.dumps' default)."""
+    seps = (", ", ": ") if spaced else (",", ":")
     rng, ks = random.Random(seed), keys()
     with open(path, "w") as f:
         step, written = 1, 0
         while written < size:
-            line = json.dumps({"step": step, "data": {k: _value(rng, k) for k in ks}}) + "\n"
+            data = {k: _value(rng, k) for k in ks}
+            line = json.dumps({"step": step, "data": data}, separators=seps) + "\n"
             f.write(line)
             written += len(line)
             step += 1
@@ -228,11 +231,11 @@ def child(fn: str, path: str) -> None:
 
         if os.environ.get("BENCH_WARM_CATALOGUE") == "1":
             names.catalogue()  # the metric-name catalogue (rules/metrics.yaml), a start-up cost
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     n = globals()[fn](path)
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"seconds": dt, "peak": peak, "rows": n}))
+    print(json.dumps({"seconds": dt, "cpu": cpu, "peak": peak, "rows": n}))
 
 
 def measure(fn: str, path: Path, warm: bool = False) -> dict[str, float]:
@@ -260,9 +263,11 @@ def report(name: str, path: Path, baseline: str, repeat: int) -> None:
     limit = 150e6 + 2 * size
     print(
         f"{name} ({size / 1e6:.0f} MB, {cold['rows']:,} scalars): {baseline} "
-        f"{base['seconds']:.2f} s; rlwatch {cold['seconds']:.2f} s -> "
-        f"{base['seconds'] / cold['seconds']:.2f}x, reader alone (metric catalogue already "
-        f"loaded) {warm['seconds']:.2f} s -> {base['seconds'] / warm['seconds']:.2f}x "
+        f"{base['seconds']:.2f} s (cpu {base['cpu']:.2f} s); rlwatch {cold['seconds']:.2f} s "
+        f"(cpu {cold['cpu']:.2f} s) -> {base['seconds'] / cold['seconds']:.2f}x "
+        f"(cpu {base['cpu'] / cold['cpu']:.2f}x); reader alone (metric catalogue already "
+        f"loaded) {warm['seconds']:.2f} s (cpu {warm['cpu']:.2f} s) -> "
+        f"{base['seconds'] / warm['seconds']:.2f}x (cpu {base['cpu'] / warm['cpu']:.2f}x) "
         f"(target >= 2x)\n  peak RSS rlwatch {cold['peak'] / 1e6:.0f} MB (limit 150 MB + 2x "
         f"file = {limit / 1e6:.0f} MB), {baseline} {base['peak'] / 1e6:.0f} MB"
     )
@@ -286,7 +291,10 @@ def main() -> None:
         write_console(console, int(args.console_mb * 1e6))
     if not jsonl.exists():
         write_jsonl(jsonl, int(args.jsonl_mb * 1e6))
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; best of {args.repeat}")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.1f}; best of {args.repeat}"
+    )
     report("verl console", console, "naive_console", args.repeat)
     report("verl JSONL", jsonl, "naive_jsonl", args.repeat)
     if args.big:
@@ -296,8 +304,8 @@ def main() -> None:
         r = measure("rlwatch_load", big)
         print(
             f"verl console 1 GB ({big.stat().st_size / 1e9:.2f} GB, {r['rows']:,} scalars): "
-            f"rlwatch {r['seconds']:.1f} s (target < 30 s), peak RSS {r['peak'] / 1e9:.2f} GB "
-            "(target < 2.5 GB)"
+            f"rlwatch {r['seconds']:.1f} s wall, {r['cpu']:.1f} s cpu (target < 30 s), peak RSS "
+            f"{r['peak'] / 1e9:.2f} GB (target < 2.5 GB); load average {os.getloadavg()[0]:.1f}"
         )
 
 

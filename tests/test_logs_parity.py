@@ -53,7 +53,9 @@ def test_new_readers_match_the_old_one_on_real_logs(path: Path, tmp_path: Path) 
         assert any("last line incomplete, not read" in w for w in n.warnings)
 
 
-@pytest.mark.parametrize("kind", ["console", "jsonl", "jsonl-nulls", "flat-jsonl"])
+@pytest.mark.parametrize(
+    "kind", ["console", "jsonl", "jsonl-spaced", "jsonl-nulls", "jsonl-strings", "flat-jsonl"]
+)
 def test_columnar_paths_match_the_old_reader_on_verl_shaped_logs(kind: str, tmp_path: Path) -> None:
     """The Arrow/numpy block paths (taken on blocks of many plain lines) against the old
     line-by-line reader, on logs in verl's shapes with hundreds of keys."""
@@ -71,10 +73,12 @@ def test_columnar_paths_match_the_old_reader_on_verl_shaped_logs(kind: str, tmp_
     if kind == "console":
         mod.write_console(f, 3_000_000)
     else:
-        mod.write_jsonl(f, 3_000_000)
+        mod.write_jsonl(f, 3_000_000, spaced=kind == "jsonl-spaced")
         lines = f.read_text().splitlines()
         if kind == "jsonl-nulls":
-            lines[5] = lines[5].replace('"actor/entropy": ', '"actor/entropy": null, "x": ', 1)
+            lines[5] = lines[5].replace('"actor/entropy":', '"actor/entropy":null,"x":', 1)
+        if kind == "jsonl-strings":
+            lines[7] = lines[7].replace('"actor/entropy":', '"mode":"a,\\"b","x":', 1)
         if kind == "flat-jsonl":
             lines = [json.dumps({"step": r["step"], **r["data"]}) for r in map(json.loads, lines)]
         f.write_text("\n".join(lines) + "\n")

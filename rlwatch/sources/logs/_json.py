@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from array import array
 from operator import itemgetter
 from typing import Any
@@ -83,8 +84,11 @@ class JsonLines:
         self.fast_types = NUMERIC | ({type(None)} if self.none == "nan" else set())
 
     def feed(self, text: str | bytes, lineno: int = 1) -> None:
-        if isinstance(text, bytes) and self.fmt in ("verl-jsonl", "jsonl") and self._arrow(text):
-            return
+        if isinstance(text, bytes):
+            if self.fmt == "verl-jsonl" and self._verl_text(text):
+                return
+            if self.fmt in ("verl-jsonl", "jsonl") and self._arrow(text):
+                return
         nl = b"\n" if isinstance(text, bytes) else "\n"
         for i, line in enumerate(text.split(nl)[:-1], lineno):  # type: ignore[arg-type]
             if not line or line.isspace():
@@ -99,6 +103,62 @@ class JsonLines:
                 continue
             self.record(obj, i)
         self.flush()
+
+    def _verl_text(self, block: bytes) -> bool:
+        """verl FileLogger lines of plain numbers ({"step":N,"data":{"k":1.5,...}}, compact or
+        with spaces) read as text by Arrow string kernels, like the console log: split into
+        items, items into key and value, values cast by Arrow's exact float parser. Taken only
+        when nothing can be misread: no escape, list or nested object (checked here), and every
+        value a plain number (a string, true/false or null leaves a value Arrow refuses to cast,
+        and the block is read otherwise)."""
+        if b"\\" in block or b"[" in block:
+            return False
+        arrow = _verl_arrow()
+        if arrow is None:
+            return False
+        pa, pc = arrow
+        found = VERL_LINE.findall(block)
+        nlines = block.count(b"\n")
+        if not found or len(found) != nlines or block.count(b"{") != 2 * nlines:
+            return False
+        spaced = found[0][1][:80].find(b'": ') >= 0  # json.dumps' default separators
+        item_sep, kv_sep = (', "', '": ') if spaced else (',"', '":')
+        prefix = item_sep[:-1].encode()
+        steps, texts = [], []
+        for digits, inner in found:
+            if len(digits) > 18:
+                return False
+            steps.append(int(digits))
+            texts.append(prefix + inner.strip())
+        try:
+            lines = pa.array(texts, pa.binary()).cast(pa.string())
+        except pa.ArrowInvalid:  # not UTF-8
+            return False
+        lists = pc.list_slice(pc.split_pattern(lines, item_sep), 1)
+        per_line = pc.list_value_length(lists).to_numpy(zero_copy_only=False)
+        kv = pc.split_pattern(lists.flatten(), kv_sep, max_splits=1)
+        if not len(kv) or pc.min(pc.list_value_length(kv)).as_py() != 2:
+            return False
+        flat = kv.flatten()
+        keys = flat.take(pa.array(np.arange(0, len(flat), 2)))
+        raw = flat.take(pa.array(np.arange(1, len(flat), 2)))
+        raw = pc.utf8_trim_whitespace(raw)
+        try:
+            values = pc.cast(raw, pa.float64()).to_numpy(zero_copy_only=False)
+        except pa.ArrowInvalid:
+            return False
+        cols = self.cols
+        enc = pc.dictionary_encode(keys)
+        table = np.array(
+            [-1 if k in STEP_KEYS else cols.code(k) for k in enc.dictionary.to_pylist()], np.int32
+        )
+        codes = table[enc.indices.to_numpy(zero_copy_only=False)]
+        step_of = np.repeat(np.asarray(steps, np.int64), per_line)
+        if (codes < 0).any():
+            keep = codes >= 0
+            codes, step_of, values = codes[keep], step_of[keep], values[keep]
+        cols.add_arrays(codes, step_of, values)
+        return True
 
     def _arrow(self, block: bytes) -> bool:
         """A block read by Arrow's JSON reader straight into columns (no Python object per
@@ -332,6 +392,21 @@ class _NotPlain(Exception):
 
 
 _ARROW_JSON: Any = None
+_VERL_ARROW: Any = None
+VERL_LINE = re.compile(rb'^\{"step": ?(\d+), ?"data": ?\{(.*)\}\}[ \t\r]*$', re.M)
+
+
+def _verl_arrow() -> Any:
+    global _VERL_ARROW
+    if _VERL_ARROW is None:
+        try:
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            _VERL_ARROW = (pa, pc)
+        except ImportError:  # pragma: no cover
+            _VERL_ARROW = False
+    return _VERL_ARROW or None
 
 
 def _arrow_json() -> Any:
