@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from conftest import FIXTURES, REALRUNS
 
+from rlwatch.errors import SourceError
 from rlwatch.sources import logs
 
 NOT_LOGS = {"SOURCE.md", "config.json", "wandb-summary.json", "wandb-config.yaml"}
@@ -39,7 +40,10 @@ def test_new_readers_match_the_old_one_on_real_logs(path: Path, tmp_path: Path) 
     cut.write_bytes(data[: data.rfind(b"\n") + 1] if not data.endswith(b"\n") else data)
     if path.suffix == ".json":  # whole documents: a missing final newline is not a cut
         cut.write_bytes(data)
-    old = legacy_logs.load_file(cut)
+    try:
+        old = legacy_logs.load_file(cut)
+    except SourceError:
+        pytest.skip("not a log the old reader read (new formats are tested on their own)")
     new = logs.load_file(path)
     (o,), (n,) = old.runs.values(), new.runs.values()
     assert n.source == o.source and n.decimals == o.decimals and n.hparams == o.hparams

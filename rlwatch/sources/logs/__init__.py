@@ -281,15 +281,17 @@ class Follower:
         self._stamp = stamp
         cols, warnings = Cols(), []
         _read_document(self.path, self.fmt or "", cols, warnings)
-        keep = [i for i, s in enumerate(cols.steps) if self.last_step is None or s > self.last_step]
-        for i in keep:
-            self.cols.add(cols.steps[i], cols.tags[cols.codes[i]], cols.values[i])
+        cols._seal()
+        rows = [zip(*c[:3], strict=True) for c in cols.chunks]
+        for code, step, value in (r for part in rows for r in part):
+            if self.last_step is None or step > self.last_step:
+                self.cols.add(int(step), cols.tags[code], float(value))
         return self._delta()
 
     def _delta(self) -> RunFrame:
         if not len(self.cols):
             return RunFrame.empty()
-        self.last_step = max(self.cols.steps)
+        self.last_step = self.cols.max_step()
         frame = _frame(self.path, self.fmt or "", self.cols, None)
         self.cols.clear_rows()
         return frame

@@ -28,6 +28,10 @@ class Cols:
         self.steps = array("q")
         self.values = array("d")
         self.walls: array | None = None  # created when a source has a wall time
+        # blocks added as numpy columns, kept as they are (no copy) in write order with the
+        # arrays' rows: (codes, steps, values, walls or None)
+        self.chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]] = []
+        self.in_chunks = 0
         self.skipped: dict[str, int] = {}  # reason -> count
         self.examples: dict[str, list[str]] = {}  # reason -> a few keys it hit
         self.notes: list[str] = []  # warnings said as they are
@@ -38,7 +42,30 @@ class Cols:
         self.n_fractional = 0
 
     def __len__(self) -> int:
-        return len(self.values)
+        return self.in_chunks + len(self.values)
+
+    def _seal(self) -> None:
+        """Move the rows added one by one into a chunk (so chunks and rows keep their order)."""
+        n = len(self.values)
+        if not n:
+            return
+        walls = np.frombuffer(self.walls, np.float64) if self.walls is not None else None
+        self.chunks.append(
+            (
+                np.frombuffer(self.codes, np.int32),
+                np.frombuffer(self.steps, np.int64),
+                np.frombuffer(self.values, np.float64),
+                walls,
+            )
+        )
+        self.in_chunks += n
+        self.codes, self.steps, self.values = array("i"), array("q"), array("d")
+        if self.walls is not None:
+            self.walls = array("d")
+
+    def max_step(self) -> int:
+        self._seal()
+        return max(int(c[1].max()) for c in self.chunks)
 
     def code(self, key: str) -> int:
         c = self.index.get(key)
@@ -74,15 +101,19 @@ class Cols:
             self.walls.extend(array("d", [wall]) * n)
 
     def add_arrays(self, codes: np.ndarray, steps: np.ndarray, values: np.ndarray) -> None:
-        """Rows given as numpy columns (no wall time)."""
+        """Rows given as numpy columns (no wall time), kept without copying."""
         if not len(values):
             return
-        n0 = len(self.values)
-        self.codes.frombytes(np.ascontiguousarray(codes, np.int32).tobytes())
-        self.steps.frombytes(np.ascontiguousarray(steps, np.int64).tobytes())
-        self.values.frombytes(np.ascontiguousarray(values, np.float64).tobytes())
-        if self.walls is not None:
-            self.walls.extend(array("d", [math.nan]) * (len(self.values) - n0))
+        self._seal()
+        self.chunks.append(
+            (
+                np.asarray(codes, np.int32),
+                np.asarray(steps, np.int64),
+                np.asarray(values, np.float64),
+                None,
+            )
+        )
+        self.in_chunks += len(values)
 
     def skip(self, reason: str, n: int = 1, key: str | None = None) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + n
@@ -200,21 +231,29 @@ class Cols:
         self.codes, self.steps, self.values = array("i"), array("q"), array("d")
         if self.walls is not None:
             self.walls = array("d")
+        self.chunks, self.in_chunks = [], 0
 
     def frame(self, info: RunInfo) -> RunFrame:
-        n = len(self.values)
-        walls = (
-            np.frombuffer(self.walls, dtype=np.float64)
-            if self.walls is not None
-            else np.full(n, np.nan)
-        )
+        self._seal()
+        chunks = self.chunks
+        if not chunks:
+            empty = np.zeros(0)
+            return RunFrame.from_arrays(
+                info, self.tags, np.zeros(0, np.int32), np.zeros(0, np.int64), empty, empty
+            )
+
+        def column(i: int) -> np.ndarray:
+            parts = [c[i] for c in chunks]
+            return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+        walls = [c[3] if c[3] is not None else np.full(len(c[2]), np.nan) for c in chunks]
         return RunFrame.from_arrays(
             info,
             self.tags,
-            np.frombuffer(self.codes, dtype=np.int32) if n else np.zeros(0, np.int32),
-            np.frombuffer(self.steps, dtype=np.int64) if n else np.zeros(0, np.int64),
-            np.frombuffer(self.values, dtype=np.float64) if n else np.zeros(0),
-            walls if n else np.zeros(0),
+            column(0),
+            column(1),
+            column(2),
+            walls[0] if len(walls) == 1 else np.concatenate(walls),
         )
 
 

@@ -298,7 +298,7 @@ class JsonLines:
                 self.datas.append(data)
                 return
         self.flush()
-        n0 = len(cols)
+        n0 = len(cols.codes)
         done = False
         if shape is not None:
             vals = data.values()
@@ -312,7 +312,7 @@ class JsonLines:
         if not done:
             cols.add_mapping(step, data, none=self.none, wall=wall, drop=self.drop)
         if self.track:
-            self.present.append((step, frozenset(cols.codes[n0:])))
+            self.present.append((step, frozenset(cols.codes[n0:])))  # rows, not chunks
 
     def _shape(self, keys: tuple[str, ...], nested: bool) -> _Shape | None:
         """Codes and positions of a record shape's metric keys (None: read key by key)."""
