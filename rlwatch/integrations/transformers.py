@@ -1,0 +1,265 @@
+"""A guard inside training: `RLWatchCallback`, a `transformers.TrainerCallback`.
+
+    from rlwatch.integrations.transformers import RLWatchCallback
+    trainer = GRPOTrainer(..., callbacks=[RLWatchCallback(stop_on="error", html=True)])
+
+On every `on_log` the logged scalars are appended to an in-memory run and fed to the same
+incremental evaluator `rlwatch tail` uses (rlwatch/engine/incremental.py): each verdict that
+fires or resolves is printed once through the Trainer's logger (`transformers.trainer`, so
+transformers' verbosity settings apply); with `stop_on` (default
+"error") a verdict at or above it sets `control.should_training_stop`, and the Trainer ends the
+run after the current step. At the end of training (stopped or not) the report of the whole run
+is written to `output_dir` (default `<args.output_dir>/rlwatch`): `rlwatch-report.txt`,
+`rlwatch-report.json` and, with `html=True`, `rlwatch-report.html`. Rules, --select/--ignore
+and fail_on follow the same configuration as the CLI (arguments > rlwatch.toml >
+[tool.rlwatch] > defaults). Only the main process (world rank 0) evaluates and writes. By
+default the evaluation runs in one worker thread, off the training loop's path (a stop then
+lands at most one logged step later); `background=False` evaluates inline in `on_log`.
+
+This module imports transformers; nothing else in rlwatch imports it, so `rlwatch --help`
+stays instant.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+from transformers.utils import logging as hf_logging
+
+__all__ = ["RLWatchCallback"]
+
+# the Trainer's end-of-training summary and bookkeeping values: not training metrics
+_SKIP = {
+    "train_runtime",
+    "train_samples_per_second",
+    "train_steps_per_second",
+    "total_flos",
+    "train_loss",
+    "epoch",
+    "num_tokens",
+    "num_input_tokens_seen",
+}
+
+
+class RLWatchCallback(TrainerCallback):
+    """Evaluate rlwatch's health rules as the trainer logs; stop on trouble; write a report."""
+
+    def __init__(
+        self,
+        *,
+        stop_on: str | None = "error",
+        alert_on: str = "warning",
+        rules: list[str] | None = None,
+        select: list[str] | None = None,
+        ignore: list[str] | None = None,
+        fail_on: str | None = None,
+        output_dir: str | Path | None = None,
+        html: bool = False,
+        run_name: str | None = None,
+        logger: Any = None,
+        background: bool = True,
+    ) -> None:
+        from rlwatch import config
+        from rlwatch.engine.rules import load_rules
+        from rlwatch.engine.select import select as choose
+        from rlwatch.severity import Severity
+
+        cfg = config.find()
+        self.ruleset = choose(
+            load_rules(cfg.get("rules", rules)),
+            cfg.get("select", select),
+            cfg.get("ignore", ignore),
+        )
+        self.stop_on = Severity.parse(stop_on) if stop_on else None
+        self.alert_on = Severity.parse(alert_on)
+        self.fail_on = Severity.parse(cfg.get("fail_on", fail_on) or "error")
+        self.output_dir = Path(output_dir) if output_dir is not None else None
+        self.html = html
+        self.run_name = run_name
+        self.logger = logger or hf_logging.get_logger("transformers.trainer")
+        self.evaluator: Any = None
+        self.stopped_by: Any = None  # the verdict that stopped training, if one did
+        self.changes: list[Any] = []  # every fired/resolved change, in order
+        self.report: Any = None
+        self.report_paths: list[Path] = []
+        self.seconds = 0.0  # time the training loop spent in this callback
+        self.eval_seconds = 0.0  # time spent evaluating (in the worker thread when background)
+        self.background = background
+        self.stop_step: int | None = None
+        self.errors: list[str] = []
+        self._queue: Any = None
+        self._thread: Any = None
+        self._tags: dict[str, int] = {}
+        self._rows: tuple[list[int], list[int], list[float], list[float]] = ([], [], [], [])
+
+    # -- the training loop's events ------------------------------------------------------------
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        from rlwatch.engine.incremental import Evaluator
+
+        self.run_name = self.run_name or getattr(args, "run_name", None) or "train"
+        self.evaluator = Evaluator(self.ruleset, run=self.run_name)
+        if self.output_dir is None:
+            self.output_dir = Path(args.output_dir) / "rlwatch"
+
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any
+    ) -> None:
+        if not logs or not state.is_world_process_zero:
+            return
+        t0 = time.perf_counter()
+        if "train_runtime" in logs:  # the end-of-training summary, not a step
+            return
+        step = int(state.global_step)
+        wall = time.time()
+        scalars = {}
+        tag_rows, step_rows, value_rows, wall_rows = self._rows
+        for key, value in logs.items():
+            if key in _SKIP or isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            v = float(value)
+            scalars[key] = v
+            code = self._tags.setdefault(key, len(self._tags))
+            tag_rows.append(code)
+            step_rows.append(step)
+            value_rows.append(v)
+            wall_rows.append(wall)
+        if scalars:
+            if self.evaluator is None:  # on_train_begin was not called (a bare loop)
+                self.on_train_begin(args, state, control)
+            if self.background:
+                self._submit((step, scalars, wall))
+            else:
+                self._process(step, scalars, wall)
+        self._maybe_stop(control)
+        self.seconds += time.perf_counter() - t0
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._maybe_stop(control)
+
+    def _maybe_stop(self, control: Any) -> None:
+        if self.stopped_by is not None and not control.should_training_stop:
+            control.should_training_stop = True
+            v = self.stopped_by
+            self.logger.warning(
+                f"rlwatch: stopping training: {v.code} ({v.severity}) fired at step "
+                f"{self.stop_step}; report in {self.output_dir}"
+            )
+
+    # -- evaluation (inline, or in one worker thread off the training loop's path) ----------
+    def _submit(self, item: tuple[int, dict[str, float], float]) -> None:
+        import queue
+        import threading
+
+        if self._thread is None:
+            self._queue = queue.SimpleQueue()
+            self._thread = threading.Thread(target=self._work, name="rlwatch", daemon=True)
+            self._thread.start()
+        self._queue.put(item)
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            self._process(*item)
+
+    def _drain(self) -> None:
+        """Wait until every submitted log has been evaluated."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def _process(self, step: int, scalars: dict[str, float], wall: float) -> None:
+        t0 = time.perf_counter()
+        try:
+            changes = self.evaluator.log(step, scalars, wall_time=wall)
+        except Exception as exc:  # a guard must never take the training run down
+            self.errors.append(f"step {step}: {exc!r}")
+            self.logger.warning(f"rlwatch: could not evaluate step {step}: {exc!r}")
+            return
+        finally:
+            self.eval_seconds += time.perf_counter() - t0
+        for ch in changes:
+            self.changes.append(ch)
+            self._announce(ch, step)
+            if (
+                ch.kind == "fired"
+                and self.stop_on is not None
+                and ch.verdict.severity >= self.stop_on
+                and self.stopped_by is None
+            ):
+                self.stop_step = step
+                self.stopped_by = ch.verdict
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._drain()
+        if state.is_world_process_zero and self._rows[0]:
+            self.write_report()
+
+    # -- output ----------------------------------------------------------------------------------
+    def _announce(self, ch: Any, step: int) -> None:
+        v = ch.verdict
+        if ch.kind == "fired" and v.severity >= self.alert_on:
+            ep = ch.episode
+            self.logger.warning(
+                f"rlwatch: {str(v.severity).upper()} {v.code} {v.name} since step "
+                f"{ep.first_step}: {ep.summary}"
+            )
+        elif ch.kind == "resolved" and v.severity >= self.alert_on:
+            self.logger.warning(f"rlwatch: {v.code} {v.name} resolved at step {step}")
+
+    def frame(self) -> Any:
+        """The logged scalars so far as a RunFrame (the whole run, as `diagnose` reads it)."""
+        import numpy as np
+
+        from rlwatch.frame import RunFrame, RunInfo
+
+        tag, step, value, wall = self._rows
+        info = RunInfo(self.run_name or "train", "callback", str(self.output_dir or ""))
+        return RunFrame.from_arrays(
+            info,
+            list(self._tags),
+            np.asarray(tag, dtype=np.int32),
+            np.asarray(step, dtype=np.int64),
+            np.asarray(value, dtype=np.float64),
+            np.asarray(wall, dtype=np.float64),
+        )
+
+    def write_report(self) -> list[Path]:
+        """Write the report of the run so far: text and JSON (and HTML when asked)."""
+        from io import StringIO
+
+        from rich.console import Console
+
+        from rlwatch.render.formats import RENDERERS
+        from rlwatch.render.text import report_renderable
+        from rlwatch.report import build
+
+        self.report = build(self.frame(), self.ruleset, fail_on=str(self.fail_on), series=self.html)
+        out = Path(self.output_dir or ".")
+        out.mkdir(parents=True, exist_ok=True)
+        buf = StringIO()
+        Console(file=buf, width=100, color_system=None, highlight=False).print(
+            report_renderable(self.report)
+        )
+        text = buf.getvalue()
+        if self.stopped_by is not None:
+            v = self.stopped_by
+            text = (
+                f"rlwatch stopped training: {v.code} {v.name} ({v.severity}) fired at step "
+                f"{self.stop_step}.\n\n" + text
+            )
+        paths = {"rlwatch-report.txt": text, "rlwatch-report.json": RENDERERS["json"](self.report)}
+        if self.html:
+            paths["rlwatch-report.html"] = RENDERERS["html"](self.report)
+        self.report_paths = []
+        for name, content in paths.items():
+            p = out / name
+            p.write_text(content, encoding="utf-8")
+            self.report_paths.append(p)
+        self.logger.warning(f"rlwatch: {self.report.status}; report written to {out}")
+        return self.report_paths

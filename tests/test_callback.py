@@ -1,0 +1,179 @@
+"""RLWatchCallback inside real TRL trainers (GRPOTrainer, DPOTrainer) on the tiny CPU model of
+fixtures/realgen/tiny.py (nothing downloaded): a destructive learning rate stops training early
+with the error verdict in the report; a healthy run trains to the end untouched."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "fixtures" / "realgen"))
+
+pytest.importorskip("trl")
+pytest.importorskip("torch")
+
+
+def test_rlwatch_cli_does_not_import_transformers():
+    code = (
+        "import sys, rlwatch.cli.app, rlwatch.api; "
+        "print('transformers' in sys.modules, 'torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.slow
+def test_replayed_broken_run_stops_at_the_error_step_inline_and_in_background(tmp_path):
+    """The callback against real transformers TrainerState/TrainerControl objects, fed the
+    broken fixture's logs step by step: inline it stops at the first error step exactly; in the
+    background no later than the next log."""
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    from rlwatch.integrations.transformers import RLWatchCallback
+    from rlwatch.sources import load
+
+    frame = load([str(ROOT / "fixtures" / "grpo-broken")])
+    wide = frame.data.pivot(index="step", columns="tag", values="value")
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), report_to=[], use_cpu=True)
+    stops = {}
+    for background in (False, True):
+        cb = RLWatchCallback(background=background, output_dir=tmp_path / f"bg{background}")
+        state, control = TrainerState(), TrainerControl()
+        cb.on_train_begin(args, state, control)
+        for step, row in wide.iterrows():
+            state.global_step = int(step)
+            cb.on_log(args, state, control, logs={str(k): float(v) for k, v in row.items()})
+            cb.on_step_end(args, state, control)
+            if control.should_training_stop:
+                stops[background] = int(step)
+                break
+            if background:  # a training step takes a while: let the worker keep up
+                cb._drain()
+        cb.on_train_end(args, state, control)
+        assert cb.stopped_by is not None and str(cb.stopped_by.severity) == "error"
+        report = json.loads((tmp_path / f"bg{background}" / "rlwatch-report.json").read_text())
+        fired = {v["code"] for v in report["verdicts"] if v["episodes"]}
+        assert cb.stopped_by.code in fired
+    # diagnose of the whole run says the first error verdict starts at step 183 (ST02)
+    assert stops[False] == 183
+    assert 183 <= stops[True] <= 184
+
+
+def _tiny(tmp_path):
+    import tiny
+
+    tiny.offline_env()
+    tok = tiny.build_tokenizer()
+    model = tiny.build_lm(tok, seed=0)
+    path = tmp_path / "model"
+    model.save_pretrained(path)  # TRL builds its reference model from a path
+    tok.save_pretrained(path)
+    return tiny, tok, str(path)
+
+
+def _grpo(tmp_path, lr, steps, cb):
+    from trl import GRPOConfig, GRPOTrainer
+
+    tiny, tok, path = _tiny(tmp_path)
+    cfg = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=8,
+        num_generations=4,
+        max_completion_length=8,
+        learning_rate=lr,
+        max_steps=steps,
+        logging_steps=1,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        beta=0.04,
+        seed=0,
+        disable_tqdm=True,
+    )
+    tr = GRPOTrainer(
+        model=path,
+        reward_funcs=[tiny.successor_reward],
+        args=cfg,
+        train_dataset=tiny.prompt_dataset(256),
+        processing_class=tok,
+        callbacks=[cb],
+    )
+    tr.train()
+    return tr
+
+
+def _dpo(tmp_path, lr, steps, cb):
+    from trl import DPOConfig, DPOTrainer
+
+    tiny, tok, path = _tiny(tmp_path)
+    cfg = DPOConfig(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=8,
+        learning_rate=lr,
+        max_steps=steps,
+        logging_steps=1,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        seed=0,
+        disable_tqdm=True,
+        max_length=32,
+    )
+    tr = DPOTrainer(
+        model=path,
+        args=cfg,
+        train_dataset=tiny.preference_dataset(256),
+        processing_class=tok,
+        callbacks=[cb],
+    )
+    tr.train()
+    return tr
+
+
+TRAINERS = {"grpo": _grpo, "dpo": _dpo}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trainer", ["grpo", "dpo"])
+def test_destructive_learning_rate_stops_training_with_the_error_in_the_report(
+    tmp_path, trainer, caplog
+):
+    from rlwatch.integrations.transformers import RLWatchCallback
+
+    cb = RLWatchCallback(stop_on="error", html=True)
+    max_steps = 30
+    tr = TRAINERS[trainer](tmp_path, 1000.0, max_steps, cb)
+    assert cb.stopped_by is not None, [c.code for c in cb.changes]
+    assert str(cb.stopped_by.severity) == "error"
+    assert tr.state.global_step < max_steps // 3  # stopped early
+    out = tmp_path / "out" / "rlwatch"  # the trainer's output dir
+    report = json.loads((out / "rlwatch-report.json").read_text())
+    assert report["status"] == "unhealthy"
+    fired = {v["code"]: v for v in report["verdicts"] if v["episodes"]}
+    assert cb.stopped_by.code in fired and fired[cb.stopped_by.code]["severity"] == "error"
+    text = (out / "rlwatch-report.txt").read_text()
+    assert text.startswith(f"rlwatch stopped training: {cb.stopped_by.code}")
+    assert cb.stopped_by.code in (out / "rlwatch-report.html").read_text()
+    assert report["runs"][0]["framework"] == "trl"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trainer", ["grpo", "dpo"])
+def test_healthy_run_trains_to_the_end_untouched(tmp_path, trainer):
+    from rlwatch.integrations.transformers import RLWatchCallback
+
+    cb = RLWatchCallback(stop_on="error")
+    steps = 6
+    tr = TRAINERS[trainer](tmp_path, 1e-5, steps, cb)
+    assert cb.stopped_by is None, [(c.kind, c.code) for c in cb.changes]
+    assert tr.state.global_step == steps
+    assert not cb.errors
+    report = json.loads((tmp_path / "out" / "rlwatch" / "rlwatch-report.json").read_text())
+    assert report["status"] == "healthy"
+    assert report["runs"][0]["steps"]["count"] == steps
+    assert not (tmp_path / "out" / "rlwatch" / "rlwatch-report.html").exists()
