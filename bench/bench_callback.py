@@ -3,11 +3,13 @@
     python bench/bench_callback.py                 # DPO and GRPO on the tiny CPU model
     python bench/bench_callback.py --steps 20 --repeats 3 --trainers dpo
 
-For each trainer, runs without the callback (the baseline), with it evaluating inline
-(`background=False`) and with it evaluating in its worker thread (the default), interleaved
-`--repeats` times, logging every step. Prints the median step time of each (the time between
-consecutive `on_step_begin`, so logging and callbacks are inside; the first 2 steps left out),
-the ratio to the baseline, and the callback's own time on the training loop's path per step.
+For each trainer, runs without the callback (the baseline); with it evaluating every log
+inline (`overhead=None`); inline within the 1% budget (the default: logs evaluated N at a time
+when one evaluation costs more than 1% of a step); and in its worker thread (`background=True`,
+1% budget); interleaved `--repeats` times, logging every step. Prints the median step time of
+each (the time between consecutive `on_step_begin`, so logging and callbacks are inside; the
+first 2 steps left out), the ratio to the baseline, and the callback's own time on the training
+loop's path per step.
 """
 
 from __future__ import annotations
@@ -48,7 +50,11 @@ def run(trainer: str, mode: str, steps: int, model_dir: Path, tok, out: Path) ->
     callbacks = [timer]
     cb = None
     if mode != "none":
-        cb = RLWatchCallback(background=mode == "background", stop_on=None)
+        cb = RLWatchCallback(
+            background=mode == "background",
+            overhead=None if mode == "every-log" else 0.01,
+            stop_on=None,
+        )
         callbacks.append(cb)
     common = dict(
         output_dir=str(out),
@@ -94,7 +100,12 @@ def run(trainer: str, mode: str, steps: int, model_dir: Path, tok, out: Path) ->
         "step": statistics.median(durations),
         "cb_per_step": (cb.seconds / max(tr.state.global_step, 1)) if cb else 0.0,
         "eval_per_step": (cb.eval_seconds / max(tr.state.global_step, 1)) if cb else 0.0,
+        "every": cb.every if cb else 1,
     }
+
+
+def r_every(runs: list[dict]) -> int:
+    return max(r["every"] for r in runs)
 
 
 def main() -> None:
@@ -114,7 +125,7 @@ def main() -> None:
     model = tiny.build_lm(tok, seed=0)
     model.save_pretrained(tmp / "model")
     tok.save_pretrained(tmp / "model")
-    modes = ("none", "inline", "background")
+    modes = ("none", "every-log", "inline", "background")
     for trainer in args.trainers.split(","):
         got: dict[str, list[dict]] = {m: [] for m in modes}
         for _ in range(args.repeats):
@@ -130,7 +141,7 @@ def main() -> None:
             print(
                 f"  callback {m:10}:    {step * 1e3:8.1f} ms/step ({step / base - 1:+.1%} vs "
                 f"baseline); on the loop's path {cb * 1e3:.1f} ms/step ({cb / base:.2%}), "
-                f"evaluating {ev * 1e3:.1f} ms/step"
+                f"evaluating {ev * 1e3:.1f} ms/step, every {r_every(got[m])} log(s)"
             )
 
 

@@ -42,7 +42,9 @@ def test_replayed_broken_run_stops_at_the_error_step_inline_and_in_background(tm
     args = TrainingArguments(output_dir=str(tmp_path / "out"), report_to=[], use_cpu=True)
     stops = {}
     for background in (False, True):
-        cb = RLWatchCallback(background=background, output_dir=tmp_path / f"bg{background}")
+        cb = RLWatchCallback(
+            background=background, overhead=None, output_dir=tmp_path / f"bg{background}"
+        )
         state, control = TrainerState(), TrainerControl()
         cb.on_train_begin(args, state, control)
         for step, row in wide.iterrows():
@@ -145,7 +147,7 @@ def test_destructive_learning_rate_stops_training_with_the_error_in_the_report(
 ):
     from rlwatch.integrations.transformers import RLWatchCallback
 
-    cb = RLWatchCallback(stop_on="error", html=True)
+    cb = RLWatchCallback(stop_on="error", html=True)  # inline, 1% overhead budget
     max_steps = 30
     tr = TRAINERS[trainer](tmp_path, 1000.0, max_steps, cb)
     assert cb.stopped_by is not None, [c.code for c in cb.changes]

@@ -12,9 +12,15 @@ run after the current step. At the end of training (stopped or not) the report o
 is written to `output_dir` (default `<args.output_dir>/rlwatch`): `rlwatch-report.txt`,
 `rlwatch-report.json` and, with `html=True`, `rlwatch-report.html`. Rules, --select/--ignore
 and fail_on follow the same configuration as the CLI (arguments > rlwatch.toml >
-[tool.rlwatch] > defaults). Only the main process (world rank 0) evaluates and writes. By
-default the evaluation runs in one worker thread, off the training loop's path (a stop then
-lands at most one logged step later); `background=False` evaluates inline in `on_log`.
+[tool.rlwatch] > defaults). Only the main process (world rank 0) evaluates and writes.
+
+Cost: the rules are evaluated inline in `on_log`, so a stop lands on the step that fired.
+`overhead` (default 0.01) is a budget: when one evaluation costs more than that fraction of the
+time between two logs (a small model's fast steps), logs are evaluated N at a time (N adapts;
+every log when steps are slow, as in real RL runs; a NaN/inf in a log is judged at once, before
+the next step samples from broken weights); `None` evaluates every log. `background=True`
+evaluates in a worker thread instead (off the loop's path, but the stop lands later: too late
+when the next step crashes on NaN weights).
 
 This module imports transformers; nothing else in rlwatch imports it, so `rlwatch --help`
 stays instant.
@@ -60,7 +66,8 @@ class RLWatchCallback(TrainerCallback):
         html: bool = False,
         run_name: str | None = None,
         logger: Any = None,
-        background: bool = True,
+        background: bool = False,
+        overhead: float | None = 0.01,
     ) -> None:
         from rlwatch import config
         from rlwatch.engine.rules import load_rules
@@ -88,6 +95,12 @@ class RLWatchCallback(TrainerCallback):
         self.seconds = 0.0  # time the training loop spent in this callback
         self.eval_seconds = 0.0  # time spent evaluating (in the worker thread when background)
         self.background = background
+        self.overhead = overhead
+        self.every = 1  # logs per evaluation (grows when one costs more than the budget)
+        self.evaluations = 0
+        self._pending: list[tuple[int, dict[str, float], float]] = []
+        self._last_wall: float | None = None
+        self._interval: float | None = None  # seconds between logs (moving average)
         self.stop_step: int | None = None
         self.errors: list[str] = []
         self._queue: Any = None
@@ -129,10 +142,14 @@ class RLWatchCallback(TrainerCallback):
         if scalars:
             if self.evaluator is None:  # on_train_begin was not called (a bare loop)
                 self.on_train_begin(args, state, control)
-            if self.background:
-                self._submit((step, scalars, wall))
-            else:
-                self._process(step, scalars, wall)
+            if self._last_wall is not None:
+                gap = wall - self._last_wall
+                self._interval = gap if self._interval is None else 0.8 * self._interval + 0.2 * gap
+            self._last_wall = wall
+            self._pending.append((step, scalars, wall))
+            finite = all(v == v and abs(v) != float("inf") for v in scalars.values())
+            if len(self._pending) >= self.every or not finite:  # NaN/inf: judge it now
+                self._flush()
         self._maybe_stop(control)
         self.seconds += time.perf_counter() - t0
 
@@ -149,7 +166,16 @@ class RLWatchCallback(TrainerCallback):
             )
 
     # -- evaluation (inline, or in one worker thread off the training loop's path) ----------
-    def _submit(self, item: tuple[int, dict[str, float], float]) -> None:
+    def _flush(self) -> None:
+        batch, self._pending = self._pending, []
+        if not batch:
+            return
+        if self.background:
+            self._submit(batch)
+        else:
+            self._process(batch)
+
+    def _submit(self, item: list[tuple[int, dict[str, float], float]]) -> None:
         import queue
         import threading
 
@@ -164,7 +190,7 @@ class RLWatchCallback(TrainerCallback):
             item = self._queue.get()
             if item is None:
                 return
-            self._process(*item)
+            self._process(item)
 
     def _drain(self) -> None:
         """Wait until every submitted log has been evaluated."""
@@ -173,16 +199,23 @@ class RLWatchCallback(TrainerCallback):
             self._thread.join()
             self._thread = None
 
-    def _process(self, step: int, scalars: dict[str, float], wall: float) -> None:
+    def _process(self, batch: list[tuple[int, dict[str, float], float]]) -> None:
         t0 = time.perf_counter()
+        step = batch[-1][0]
         try:
-            changes = self.evaluator.log(step, scalars, wall_time=wall)
+            if len(batch) == 1:
+                changes = self.evaluator.log(step, batch[0][1], wall_time=batch[0][2])
+            else:
+                changes = self.evaluator.update(self._rows_of(batch))
         except Exception as exc:  # a guard must never take the training run down
             self.errors.append(f"step {step}: {exc!r}")
             self.logger.warning(f"rlwatch: could not evaluate step {step}: {exc!r}")
             return
         finally:
-            self.eval_seconds += time.perf_counter() - t0
+            cost = time.perf_counter() - t0
+            self.eval_seconds += cost
+            self.evaluations += 1
+            self._adapt(cost)
         for ch in changes:
             self.changes.append(ch)
             self._announce(ch, step)
@@ -195,7 +228,52 @@ class RLWatchCallback(TrainerCallback):
                 self.stop_step = step
                 self.stopped_by = ch.verdict
 
+    def _adapt(self, cost: float) -> None:
+        """Evaluate every N logs when one evaluation costs more than `overhead` x the time
+        between logs (fast steps of a small model); every log when steps are slow."""
+        if self.overhead is None or not self._interval:
+            return
+        import math
+
+        need = cost / (self.overhead * self._interval)
+        self.every = int(min(max(math.ceil(need), 1), 50))
+
+    def _rows_of(self, batch: list[tuple[int, dict[str, float], float]]) -> Any:
+        """Several logging calls as rows for Evaluator.update (raw keys resolved as in log)."""
+        import numpy as np
+        import pandas as pd
+
+        from rlwatch import names
+        from rlwatch.frame import RunInfo
+
+        keys = list(dict.fromkeys(k for _, scalars, _ in batch for k in scalars))
+        res = names.resolve(keys)
+        ev = self.evaluator
+        if ev.info is None:
+            ev.info = RunInfo(ev.run or "run", "callback", "callback")
+        ev.info.metrics.update(res.canonical)
+        ev.info.scales.update(res.scales)
+        if res.framework and not ev.info.framework:
+            ev.info.framework, ev.info.framework_version = res.framework, res.version
+        step, tag, value, wall = [], [], [], []
+        for s, scalars, w in batch:
+            for k, v in scalars.items():
+                step.append(s)
+                tag.append(k)
+                value.append(v)
+                wall.append(w)
+        return pd.DataFrame(
+            {
+                "step": np.asarray(step, dtype=np.int64),
+                "metric": [res.metric_of.get(k, k) for k in tag],
+                "tag": tag,
+                "value": np.asarray(value, dtype=float),
+                "wall_time": np.asarray(wall, dtype=float),
+            }
+        )
+
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._flush()
         self._drain()
         if state.is_world_process_zero and self._rows[0]:
             self.write_report()
