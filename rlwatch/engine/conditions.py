@@ -17,7 +17,10 @@ import numpy as np
 import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
+from rlwatch.engine import robust
 from rlwatch.engine.registry import Node, kind, param
+
+SHORT_RUN = 6  # fewer logs than this are too few for an early-vs-late comparison
 
 
 class Skip(Exception):
@@ -208,7 +211,7 @@ def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 @kind(
     "threshold",
     observed=("value", "numerator", "denominator", "deviation"),
-    one_of=("above", "below", "outside", "inside"),
+    one_of=("above", "below", "outside", "inside", "at_least", "at_most"),
 )
 @dataclass(frozen=True)
 class Threshold(Node):
@@ -220,10 +223,18 @@ class Threshold(Node):
     'firing'
     >>> state("threshold: {metric: rollout_kl, above: 1.0}", rollout_kl="0.001 0.001")
     'ok'
-    """
 
-    def lookback(self) -> int | None:
-        return 0
+    `at_least`/`at_most` compare with >= / <= (a metric that sits exactly on the edge, 0.9 vs
+    0.900, counts); `smooth: k` compares the trailing median of the last k logs, so one noisy
+    log neither fires nor hides a level.
+
+    >>> state("threshold: {metric: clip_frac, at_least: 0.9}", clip_frac="0.9")
+    'firing'
+    >>> state("threshold: {metric: loss, at_most: 0.6, smooth: 3}", loss="0.5 0.9 0.5")
+    'firing'
+    >>> state("threshold: {metric: loss, at_most: 0.6, smooth: 3}", loss="0.9 0.5 0.9")
+    'ok'
+    """
 
     metric: str = param("metric", doc="the metric compared")
     above: float | None = param("num", doc="fires when value > above")
@@ -231,6 +242,12 @@ class Threshold(Node):
     outside: tuple[float, float] | None = param("range", doc="fires outside [low, high]")
     inside: tuple[float, float] | None = param("range", doc="fires inside [low, high]")
     divided_by: str | None = param("metric", required=False, doc="compare value / this metric")
+    at_least: float | None = param("num", doc="fires when value >= at_least")
+    at_most: float | None = param("num", doc="fires when value <= at_most")
+    smooth: int | None = param("int", doc="compare the trailing median of the last k logs")
+
+    def lookback(self) -> int | None:
+        return 0 if self.smooth is None else self.smooth
 
     def signal(self, ctx: Context) -> Signal:
         metric = self.metric
@@ -245,6 +262,12 @@ class Threshold(Node):
             ok = ~np.isnan(v)
             steps, v, num, den = steps[ok], v[ok], num[ok], den[ok]
             observed = {"numerator": num, "denominator": den}
+        if self.smooth is not None:
+            k = self.smooth
+            v = ctx.by_segment(v, steps, lambda x: _trailing_median(x, k))
+            ok = ~np.isnan(v)
+            steps, v = steps[ok], v[ok]
+            observed = {key: val[ok] for key, val in observed.items()}
         mask = np.ones(v.size, dtype=bool)
         peak_max = True
         if self.above is not None:
@@ -252,6 +275,11 @@ class Threshold(Node):
         if self.below is not None:
             mask &= v < self.below
             peak_max = self.above is not None
+        if self.at_least is not None:
+            mask &= v >= self.at_least
+        if self.at_most is not None:
+            mask &= v <= self.at_most
+            peak_max = self.above is not None or self.at_least is not None
         if self.outside is not None:
             lo, hi = self.outside
             mask &= (v < lo) | (v > hi)
@@ -265,7 +293,7 @@ class Threshold(Node):
         return Signal(steps, mask, observed, "value", peak_max, (metric,))
 
 
-@kind("spike", observed=("value", "baseline", "ratio", "change"), one_of=("factor", "drop"))
+@kind("spike", observed=("value", "baseline", "ratio", "change", "z"), one_of=("factor", "drop"))
 @dataclass(frozen=True)
 class Spike(Node):
     """The value jumps against a robust rolling baseline of the previous `window` logged steps.
@@ -278,6 +306,15 @@ class Spike(Node):
     'firing'
     >>> state("spike: {metric: grad_norm, factor: 10}", grad_norm="1x20 1.5")
     'ok'
+
+    `min_z`: the change must also reach min_z x the robust spread (1.4826 x MAD) of the
+    baseline window: a level near zero or changing sign is measured in its own noise.
+
+    >>> when = "spike: {metric: reward_mean, drop: 0.5, min_z: 4}"
+    >>> state(when, reward_mean="0.1 -0.1x3 0.1x3 -0.1x3 -0.15")
+    'ok'
+    >>> state(when, reward_mean="0.1 -0.1x3 0.1x3 -0.1x3 -2")
+    'firing'
     """
 
     metric: str = param("metric", doc="the metric watched")
@@ -286,6 +323,7 @@ class Spike(Node):
     window: int = param("int", 20, doc="logged steps in the rolling baseline")
     min_periods: int = param("int", 5, doc="values the baseline needs before it counts")
     min_delta: float = param("num", 0.0, doc="smallest absolute change that counts")
+    min_z: float | None = param("pos", doc="smallest change in robust sigmas of the window")
 
     def check(self) -> tuple[str, str] | None:
         if self.min_periods > self.window:
@@ -302,8 +340,15 @@ class Spike(Node):
         base = ctx.by_segment(v, s.steps, lambda x: _prior_median(x, window, min_periods))
         delta = v - base
         has = ~np.isnan(base)
+        sigma = ctx.by_segment(
+            v, s.steps, lambda x: robust.prior_median_mad(x, window, min_periods)[1]
+        )
+        with np.errstate(invalid="ignore", divide="ignore"):
+            z = np.where(sigma > 0, delta / np.where(sigma > 0, sigma, 1.0), np.nan)
         with np.errstate(invalid="ignore"):
             mask = has & (np.abs(delta) >= self.min_delta)
+            if self.min_z is not None:  # a constant window: any change is out of its noise
+                mask &= (np.abs(z) >= self.min_z) | ((sigma == 0) & (delta != 0))
             if self.factor is not None:
                 mask &= (v >= self.factor * base) & (base > 0)
             else:
@@ -313,6 +358,7 @@ class Spike(Node):
             "baseline": base,
             "ratio": _ratio(v, base),
             "change": _ratio(delta, np.abs(base)),
+            "z": z,
         }
         rising = self.factor is not None
         return Signal(s.steps, mask, observed, "ratio" if rising else "change", rising, (metric,))
@@ -329,6 +375,15 @@ class Relative(Node):
     'firing'
     >>> state("relative: {metric: entropy, below_factor: 0.1}", entropy="0.35x10 0.06")
     'ok'
+
+    The early level is checked for sanity: when the metric already collapses (or runs away)
+    inside the warm-up, the median of the first 3 logs is the reference. A run shorter than
+    `first_steps` + 1 logs (but at least 6) takes its first third as the early level.
+
+    >>> state("relative: {metric: entropy, below_factor: 0.1}", entropy="3.3x2 0.3 0.01x20")
+    'firing'
+    >>> state("relative: {metric: entropy, below_factor: 0.5}", entropy="1x3 0.2x4")
+    'firing'
     """
 
     metric: str = param("metric", doc="the metric watched")
@@ -345,17 +400,29 @@ class Relative(Node):
 
     def signal(self, ctx: Context) -> Signal:
         metric, first = self.metric, self.first_steps
+        if ctx.early is None or metric not in ctx.early.columns:
+            n = len(ctx.series(metric))
+            if first + 1 > n >= SHORT_RUN:  # a short run: its first third is the early level
+                first = max(2, n // 3)
         if ctx.early is not None and metric in ctx.early.columns:
             s = ctx.series(metric)
             head = ctx._arrays(ctx.early, metric)
             if len(head) < first:
                 raise Skip(f"too few steps of {metric!r}: {len(head)} logged, needs {first + 1}")
-            ref = float(np.median(head.values[:first]))
+            early = head.values[:first]
             after = s.steps > head.steps[first - 1]
         else:
             s = ctx.series(metric, needs=first + 1)
-            ref = float(np.median(s.values[:first]))
+            early = s.values[:first]
             after = np.arange(len(s)) >= first
+        ref = float(np.median(early))
+        # a warm-up that is not sane (the metric collapses or runs away inside it) must not be
+        # the reference: the first logs' level counts where it is further from the failure
+        start = float(np.median(early[:3]))
+        if self.below_factor is not None:
+            ref = max(ref, start)
+        elif self.above_factor is not None:
+            ref = min(ref, start)
         v = s.values
         mask = after.copy()
         if self.below_factor is not None:
@@ -570,6 +637,107 @@ class Count(Node):
         return Signal(inner.steps, hits >= self.at_least, observed, "count", True, inner.metrics)
 
 
+@kind("sustained", observed=("fraction",))
+@dataclass(frozen=True)
+class Sustained(Node):
+    """The inner condition held on at least `fraction` of the last `window` logs of its metric
+    (the points present, whatever the cadence), once `min_points` logs (default `window`) are in.
+
+    "Sustained" as a share, not a streak: with GRPO num_iterations=2 the clip ratio is exactly 0
+    on the first update of every generation batch, so 10 logs in a row above 20% never happen
+    while half of the logs are far above.
+
+    >>> when = ("sustained: {of: {threshold: {metric: clip_frac, above: 0.2}}, "
+    ...         "fraction: 0.4, window: 10}")
+    >>> state(when, clip_frac="0 0.3 0 0.3 0 0.3 0 0.3 0 0.3")
+    'firing'
+    >>> state(when, clip_frac="0 0.3 0 0.01 0 0.02 0 0.3 0 0.01")
+    'ok'
+    """
+
+    of: Node = param("cond", doc="the inner condition")  # noqa: RUF009
+    fraction: float = param("pos", required=True, high=1.0, doc="share of the window's logs")
+    window: int = param("int", required=True, doc="the last logs counted")
+    min_points: int | None = param("int", doc="logs needed before it counts (default window)")
+
+    def lookback(self) -> int | None:
+        inner = self.of.lookback()
+        return None if inner is None else inner + self.window
+
+    def signal(self, ctx: Context) -> Signal:
+        inner = evaluate(ctx, self.of)
+        frac, n = robust.window_fraction(inner.mask, self.window)
+        need = min(self.window, self.min_points or self.window)
+        mask = (n >= need) & (frac >= self.fraction - 1e-12)
+        observed = {**inner.observed, "fraction": frac}
+        return Signal(inner.steps, mask, observed, inner.peak, inner.peak_max, inner.metrics)
+
+
+@kind("off_best", observed=("value", "level", "best", "change", "z"), one_of=("drop", "rise"))
+@dataclass(frozen=True)
+class OffBest(Node):
+    """The smoothed level fell (`drop`) or rose (`rise`) from the best level reached so far.
+
+    Level: the trailing median of the last `smooth` logs; best: the running max (for `drop`) or
+    min (for `rise`) of the levels before. A collapse cannot be absorbed by this baseline, so a
+    crash that never recovers stays firing. The change must reach `drop` x |best|, `min_delta`,
+    and (with `min_z`) min_z x the metric's own robust spread over `window` logs before the
+    best was left: a level near zero or changing sign is measured in its noise, never "% of 0".
+
+    >>> when = "off_best: {metric: reward_mean, drop: 0.5, min_z: 3}"
+    >>> state(when, reward_mean="0.2+0.02x20 0.1x30")
+    'firing'
+    >>> state(when, reward_mean="0.2+0.02x20 0.5x30")
+    'ok'
+    >>> state(when, reward_mean="0.1 -0.1 0.05 -0.05 0.1 0 -0.1 0.08 -0.06 0.02 -0.1x5")
+    'ok'
+    """
+
+    metric: str = param("metric", doc="the metric watched")
+    drop: float | None = param("pos", doc="fires when the level falls by drop x |best|")
+    rise: float | None = param("pos", doc="fires when the level rises by rise x |best|")
+    smooth: int = param("int", 5, doc="logs in the trailing median (the level)")
+    window: int = param("int", 20, doc="logs in the robust spread")
+    min_periods: int = param("int", 5, doc="logs before it may fire")
+    min_delta: float = param("num", 0.0, doc="smallest absolute change that counts")
+    min_z: float | None = param("pos", doc="smallest change in robust sigmas")
+
+    def lookback(self) -> int | None:
+        return None  # the best level so far: a running aggregate over the whole run
+
+    def signal(self, ctx: Context) -> Signal:
+        metric, k, window, min_periods = self.metric, self.smooth, self.window, self.min_periods
+        s = ctx.series(metric, needs=min_periods + 1)
+        v = s.values
+        falls = self.drop is not None
+        level = ctx.by_segment(v, s.steps, lambda x: _trailing_median(x, k))
+        prior = _shift(level, 1)
+        best = ctx.by_segment(prior, s.steps, lambda x: robust.best_so_far(x, falls))
+        sigma = ctx.by_segment(
+            v, s.steps, lambda x: robust.prior_median_mad(x, window, min_periods)[1]
+        )
+        # the spread around the best level (when it was reached), not the spread of the fall
+        idx = np.arange(v.size)
+        at_best = np.maximum.accumulate(np.where(prior == best, idx, 0))
+        sigma = np.fmin(sigma, sigma[at_best])
+        gap = (best - level) if falls else (level - best)
+        rel = self.drop if falls else self.rise
+        with np.errstate(invalid="ignore", divide="ignore"):
+            z = np.where(sigma > 0, gap / np.where(sigma > 0, sigma, 1.0), np.nan)
+            mask = (np.arange(v.size) >= min_periods) & ~np.isnan(best) & ~np.isnan(level)
+            mask &= (gap > 0) & (gap >= rel * np.abs(best)) & (gap >= self.min_delta)
+            if self.min_z is not None:
+                mask &= (z >= self.min_z) | (sigma == 0)
+        observed = {
+            "value": v,
+            "level": level,
+            "best": best,
+            "change": _ratio(-gap if falls else gap, np.abs(best)),
+            "z": z,
+        }
+        return Signal(s.steps, mask, observed, "level", not falls, (metric,))
+
+
 @kind("all")
 @dataclass(frozen=True)
 class All(Node):
@@ -662,7 +830,7 @@ def _combine(ctx: Context, nodes: tuple[Node, ...], how: str) -> Signal:
     )
 
 
-_COMPOSITE = ("all", "any", "count")
+_COMPOSITE = ("all", "any", "count", "sustained")
 
 
 def evaluate(ctx: Context, node: Node) -> Signal:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from rlwatch.engine.conditions import Context, Signal, Skip, _held, build_context, evaluate
+from rlwatch.engine.robust import short_run_for
 from rlwatch.engine.rules import Rule, RuleSet
 from rlwatch.severity import Severity
 
@@ -134,7 +135,10 @@ def evaluate_rule(
     base.metrics = {m: ctx.tags.get(m, m) for m in dict.fromkeys(sig.metrics)}
     mask = sig.mask
     held = _held(mask)
-    active = held >= rule.for_
+    # minimum evidence on short runs: in a run's first 2 x `for` logs, half the logs so far
+    # (at least `for` // 2 and 3) in a row is enough; the verdict says so
+    need = short_run_for(rule.for_, np.arange(mask.size))
+    active = held >= need
     idx = np.arange(mask.size)
     last_active = np.maximum.accumulate(np.where(active, idx, -1))  # -1: never active yet
     firing = (last_active >= 0) & (idx - last_active <= rule.keep_firing_for)
@@ -145,6 +149,10 @@ def evaluate_rule(
         spans = list(zip(edges[::2], edges[1::2] - 1, strict=True))
         for a, b in spans if detail else spans[-1:]:
             base.episodes.append(_episode(rule, sig, steps, int(a), int(b), held))
+            short = int(need[int(a)])
+            if short < rule.for_:
+                note = f" [short run: held for {short} logs of the {rule.for_} asked]"
+                base.episodes[-1].summary += note
         base.state = "firing" if firing[-1] else "resolved"
         if detail:
             base.checks = _checks(ctx, rule, base.episodes[0])

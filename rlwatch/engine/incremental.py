@@ -26,6 +26,7 @@ import pandas as pd
 from rlwatch.engine.conditions import Context, Skip, _held, build_context, evaluate, metrics_of
 from rlwatch.engine.evaluate import Episode, Verdict, _checks, _episode, render_summary
 from rlwatch.engine.registry import Node, walk
+from rlwatch.engine.robust import short_run_for
 from rlwatch.engine.rules import Rule, RuleSet
 from rlwatch.frame import RunInfo
 
@@ -83,6 +84,7 @@ class _Col:
     steps: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     values: np.ndarray = field(default_factory=lambda: np.empty(0))
     dropped: bool = False  # older values were let go
+    n_dropped: int = 0  # how many finite values were let go (a run's length for short-run rules)
 
     def merge(self, steps: np.ndarray, values: np.ndarray) -> None:
         if self.steps.size and steps.size and steps[0] <= self.steps[-1]:
@@ -107,6 +109,7 @@ class _Col:
     def trim(self, keep: int | None) -> None:
         lo = self.start(self.steps.size, keep)
         if lo > 0:
+            self.n_dropped += int(np.count_nonzero(np.isfinite(self.values[:lo])))
             self.steps, self.values = self.steps[lo:].copy(), self.values[lo:].copy()
             self.dropped = True
 
@@ -376,7 +379,9 @@ class Evaluator:
         mask = sig.mask
         steps = sig.steps
         held = _held(mask)
-        active = held >= rule.for_
+        # the same minimum evidence as diagnose: counted over the run's logs, not the window
+        gone = max((self.cols[m].n_dropped for m in sig.metrics if m in self.cols), default=0)
+        active = held >= short_run_for(rule.for_, np.arange(mask.size) + gone)
         idx = np.arange(mask.size)
         last_active = np.maximum.accumulate(np.where(active, idx, -(10**9)))
         firing = idx - last_active <= rule.keep_firing_for

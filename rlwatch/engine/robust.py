@@ -1,0 +1,109 @@
+"""Robust, backward-looking building blocks that the condition kinds share.
+
+Each helper works on one metric's logged values (numpy arrays in step order, the points present,
+whatever the logging cadence) and looks backwards only: the value at position i depends on
+positions <= i (or < i for baselines, which exclude the current point). Each one is computable
+from a bounded look-back window plus O(1) running aggregates, so the live evaluator can size its
+window from the parameters (`lookback`).
+
+- `window_fraction`: the share of the last `window` points where a condition held ("sustained"
+  as a fraction, so a metric that is exactly 0 on every other log still counts as sustained).
+- `prior_spread`: a robust scale (1.4826 x MAD) of the previous `window` values, the current
+  excluded: the unit in which a change is measured when the level is near zero or changes sign.
+- `best_so_far`: the best smoothed level reached so far (running max, or min): a baseline a
+  collapse cannot absorb, so a crash that never recovers stays firing.
+- `k_of_n`: at least k of several symptoms at once (escalation).
+- `short_run_for`: how many logs in a row a rule's `for` needs early in a run (short runs).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+MAD_TO_SIGMA = 1.4826
+MEAN_AD_TO_SIGMA = 1.2533
+
+
+def window_fraction(mask: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """(fraction, count): the share of True among the last `window` points (current included)
+    and how many points that window holds (fewer at the start of a run)."""
+    m = np.asarray(mask, dtype=float)
+    c = np.cumsum(m)
+    prev = np.concatenate([np.zeros(min(window, c.size)), c[: max(c.size - window, 0)]])
+    hits = c - prev
+    n = np.minimum(np.arange(1, m.size + 1), window).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = np.where(n > 0, hits / n, np.nan)
+    return frac, n
+
+
+def _prior_windows(v: np.ndarray, window: int) -> np.ndarray:
+    padded = np.concatenate([np.full(window, np.nan), v[:-1]])
+    return sliding_window_view(padded, window)
+
+
+def prior_median_mad(v: np.ndarray, window: int, min_periods: int) -> tuple[np.ndarray, np.ndarray]:
+    """(median, sigma) of the previous `window` values, the current excluded; NaN during warm-up.
+
+    sigma = 1.4826 x the median absolute deviation (the standard deviation for normal noise),
+    or 1.2533 x the mean absolute deviation when the MAD is 0; 0 only for a constant window."""
+    if v.size == 0:
+        return v.copy(), v.copy()
+    w = _prior_windows(np.asarray(v, dtype=float), window)
+    counts = np.sum(~np.isnan(w), axis=1)
+    ok = counts >= max(min_periods, 1)
+    med = np.full(v.size, np.nan)
+    mad = np.full(v.size, np.nan)
+    if ok.any():
+        with np.errstate(all="ignore"):
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                m = np.nanmedian(w[ok], axis=1)
+                dev = np.abs(w[ok] - m[:, None])
+                d = MAD_TO_SIGMA * np.nanmedian(dev, axis=1)
+                # more than half the window on one value (a reward that is mostly 0): the MAD
+                # is 0; the mean absolute deviation (x 1.2533 = sigma for normal noise) still
+                # sees the spread of the rest
+                d = np.where(d > 0, d, MEAN_AD_TO_SIGMA * np.nanmean(dev, axis=1))
+        med[ok] = m
+        mad[ok] = d
+    return med, mad
+
+
+def best_so_far(level: np.ndarray, higher_is_better: bool = True) -> np.ndarray:
+    """The best finite `level` reached at or before each position (NaN before the first)."""
+    x = np.asarray(level, dtype=float)
+    fill = -np.inf if higher_is_better else np.inf
+    y = np.where(np.isnan(x), fill, x)
+    acc = np.maximum.accumulate(y) if higher_is_better else np.minimum.accumulate(y)
+    return np.where(np.isinf(acc), np.nan, acc)
+
+
+def k_of_n(masks: list[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(mask, count): at least `k` of the aligned masks hold at each position."""
+    stacked = np.vstack([np.asarray(m, dtype=bool) for m in masks])
+    count = stacked.sum(axis=0)
+    return count >= k, count.astype(float)
+
+
+def short_run_for(for_: int, position: np.ndarray | int, minimum: int = 3) -> np.ndarray | int:
+    """How many logs in a row a rule's `for` needs at the log with 0-based index `position`.
+
+    Minimum evidence for short runs, judged with what was logged so far (so a live follower
+    and a batch diagnosis agree): in the first 2 x `for` logs of a run the hold needed is half
+    the logs so far, but never less than `for` // 2 (nor `minimum`, nor more than `for`).
+    A run of 12 logs cannot show a condition held for 10 logs after a warm-up; held for 5 of
+    them is still more evidence than one bad log. From log 2 x `for` on, `for` applies."""
+    n = np.asarray(position) + 1
+    floor = max(minimum, for_ // 2)
+    need = np.where(n >= 2 * for_, for_, np.minimum(for_, np.maximum(floor, n // 2)))
+    need = np.where(for_ <= minimum, for_, need)
+    return int(need) if np.ndim(need) == 0 else need
+
+
+def lookback(window: int = 0, min_periods: int = 0, first_steps: int = 0) -> int:
+    """How many trailing logged points (plus the run's first `first_steps`) a kind needs."""
+    return max(window, min_periods) + 1 + first_steps
