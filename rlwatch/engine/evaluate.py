@@ -151,7 +151,7 @@ def evaluate_rule(
             base.episodes.append(_episode(rule, sig, steps, int(a), int(b), held))
             short = int(need[int(a)])
             if short < rule.for_:
-                note = f" [short run: held for {short} logs of the {rule.for_} asked]"
+                note = f" [early in the run: held for {short} logs of the {rule.for_} asked]"
                 base.episodes[-1].summary += note
         base.state = "firing" if firing[-1] else "resolved"
         if detail:
