@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -416,21 +417,15 @@ def _human(text: str) -> str:
 
 def _paths(follower: Any) -> list[str]:
     """The files and folders a follower reads (for the cheap change check between polls)."""
-    inner = getattr(follower, "inner", None)
-    if inner is not None:
-        return _paths(inner)
     out: list[str] = []
-    for attr in ("target", "path"):
-        p = getattr(follower, attr, None)
-        if p is not None:
-            out.append(str(p))
+    target = getattr(follower, "target", None)
+    if target is not None:
+        out.append(str(target))
     for run in getattr(follower, "runs", {}).values():
-        out += [r.path for r in getattr(run, "readers", [])]
-        address = getattr(run, "address", None)
-        if address:
-            out.append(str(address))
-    out += [str(p) for p in getattr(follower, "followers", {})]
-    out += [str(p) for p in getattr(follower, "sizes", {})]
+        found = getattr(run, "found", None)
+        files = getattr(run, "files", None) or (found.paths if found is not None else [])
+        for p in files:
+            out += [str(p), str(Path(p).parent)]
     return list(dict.fromkeys(out))
 
 

@@ -127,3 +127,37 @@ def test_one_missing_file_never_stalls_the_others(tmp_path: Path) -> None:
     a.write_text(_line(0) + _line(1))  # it comes back
     watch.poll()
     assert watch.runs["a"].last_step == 1
+
+
+def test_a_wandb_folder_with_two_runs_named_debug(tmp_path: Path) -> None:
+    """Two offline W&B runs with the same display name: two runs, named as diagnose names them,
+    no crash."""
+    pytest.importorskip("wandb")
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "WANDB_MODE": "offline",
+        "WANDB_SILENT": "true",
+        "WANDB_DIR": str(tmp_path),
+        "WANDB_CACHE_DIR": str(tmp_path / "cache"),
+        "WANDB_CONFIG_DIR": str(tmp_path / "config"),
+        "WANDB_DATA_DIR": str(tmp_path / "data"),
+    }
+    script = (
+        "import wandb\n"
+        "for k in range(2):\n"
+        "    run = wandb.init(project='p', name='debug', reinit='create_new')\n"
+        "    for s in range(20):\n"
+        "        run.log({'train/entropy': 0.5, 'train/grad_norm': 1.0 + k}, step=s)\n"
+        "    run.finish()\n"
+    )
+    subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path, check=True, timeout=180)
+    assert len(list(tmp_path.rglob("*.wandb"))) == 2
+    watch = Watch([str(tmp_path)], RULES)
+    watch.poll()
+    watch.poll()
+    batch = load([str(tmp_path)])
+    assert len(watch.runs) == 2
+    assert sorted(watch.runs) == sorted(batch.runs)

@@ -1,15 +1,23 @@
-"""Following targets: `follow(target)` is `resolve(target)` for live runs.
+"""Following targets: `follow(target)` is the live counterpart of `resolve(target)`.
 
-A follower's `poll()` returns the rows written since its last poll as a RunFrame whose runs
-are named exactly as `load([target])` names them, and `notices()` the one-line reports of
-files that moved (rotated, truncated in place, recreated, deleted) since the last call. A
-folder is resolved the way `resolve` resolves it, once something readable is in it; until
-then the follower is `waiting`.
+A folder or file is looked at with `discover` -- the function `load` uses -- so tail and
+diagnose see the same runs with the same names. Each run found gets a follower of its kind:
+TensorBoard runs are read incrementally from the byte after the last complete record (new event
+files of the run are added as they appear), log files line by line through `FileTail` (by inode
+and name: rotation, copytruncate, recreate and deletion are reported, nothing lost or read
+twice), and sources without an incremental reader (W&B run files, SwanLab, trackio) are read
+again when their files change, only steps after the last one sent being returned.
+
+`poll()` returns the rows written since the last poll as a RunFrame; `notices()` the one-line
+reports of files that moved; `waiting` is true while nothing readable has been found; `more`
+says that rows already written were left for the next poll (a big run is caught up a budget
+at a time, so memory stays flat).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,169 +25,212 @@ from rlwatch.errors import RlwatchError, UsageError
 from rlwatch.frame import RunFrame
 
 CATCH_UP = 16 << 20  # bytes of an event file read per poll while catching up (memory stays flat)
+REDISCOVER = 5.0  # seconds between two looks for new runs under a folder (once a run is found)
 
 
-class WandbFollower:
-    """A .wandb file or a folder of them; a file is re-read when it grows (records are
-    small), and only steps after the last one sent are returned. Two runs with the same name
-    get the names `load` gives them."""
+class _TensorBoardRun:
+    def __init__(self, found: Any):
+        from rlwatch.sources import tensorboard
 
-    def __init__(self, target: Path):
-        self.target = target
-        self.sizes: dict[Path, int] = {}
-        self.sent: dict[Path, int] = {}
-        self.names: dict[Path, str] = {}
-        self.waiting = True
+        self.run = tensorboard._Run(found.name, found.address)
+        self.files: list[Path] = []
+        self.update(found)
+
+    def update(self, found: Any) -> None:
+        self.found = found
+        for p in found.paths:
+            if p not in self.files:
+                self.files.append(p)
+                self.run.add(p)
+
+    @property
+    def more(self) -> bool:
+        return any(r.more for r in self.run.readers)
 
     def poll(self) -> RunFrame:
-        from rlwatch.sources import wandb_local
+        frame = self.run.read(final=False, max_bytes=CATCH_UP)
+        return frame if frame is not None else RunFrame.empty()
 
-        frames = []
-        for f in wandb_local.run_files(self.target):
-            try:
-                size = f.stat().st_size
-            except OSError:
-                continue
-            if self.sizes.get(f) == size:
-                continue
-            self.sizes[f] = size
-            try:
-                frame = wandb_local.load_file(f)
-            except (RlwatchError, OSError):
-                continue  # not readable yet; looked at again when it grows
-            (name,) = frame.runs
-            if f not in self.names:
-                taken = set(self.names.values())
-                self.names[f] = name if name not in taken else f"{name} ({f.parent.name})"
-            if self.names[f] != name:
-                frame = frame.renamed({name: self.names[f]})
-            last = self.sent.get(f)
-            data = frame.data if last is None else frame.data[frame.data["step"] > last]
-            if len(data):
-                self.waiting = False
-                self.sent[f] = int(frame.data["step"].max())
-                frames.append(RunFrame(data.reset_index(drop=True), frame.runs))
-        return RunFrame.concat(frames)
+
+class _LogRun:
+    def __init__(self, found: Any):
+        from rlwatch.sources import logs
+
+        self.found = found
+        self.follower = logs.Follower(found.paths[0], found.log_format)
+
+    def update(self, found: Any) -> None:
+        self.found = found
 
     def notices(self) -> list[str]:
-        return []
+        return self.follower.notices()
+
+    def poll(self) -> RunFrame:
+        frame = self.follower.poll()
+        return _named(frame, self.found)
 
 
-class LogDirFollower:
-    """A folder of logs: every readable log file below it is a run, as in `logs.load_dir`;
-    a file that disappears is reported and never stops the others."""
+class _ReloadRun:
+    """A run re-read whole when one of its files changes; only new steps are returned."""
+
+    def __init__(self, found: Any):
+        self.found = found
+        self.stamp: tuple | None = None
+        self.sent: int | None = None
+
+    def update(self, found: Any) -> None:
+        self.found = found
+
+    def poll(self) -> RunFrame:
+        stamp = tuple(_stat(p) for p in self.found.paths)
+        if stamp == self.stamp:
+            return RunFrame.empty()
+        self.stamp = stamp
+        try:
+            frame = self.found.load()
+        except (RlwatchError, OSError):
+            return RunFrame.empty()  # not readable yet; read again when it changes
+        if frame.data.empty:
+            return RunFrame.empty()
+        last = int(frame.data["step"].max())
+        if self.sent is not None:
+            data = frame.data[frame.data["step"] > self.sent].reset_index(drop=True)
+            frame = RunFrame(data, frame.runs)
+        self.sent = last if self.sent is None else max(last, self.sent)
+        return frame
+
+
+def _stat(p: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(p)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns)
+
+
+def _named(frame: RunFrame, found: Any) -> RunFrame:
+    """The run named as `Found.load()` names it."""
+    if found.own_name or not frame.runs or list(frame.runs) == [found.name]:
+        return frame
+    (old,) = frame.runs
+    return frame.renamed({old: found.name})
+
+
+class Follower:
+    """Every run under a file or folder target, as `discover` finds them."""
 
     def __init__(self, target: Path, log_format: str | None):
         self.target, self.log_format = target, log_format
-        self.followers: dict[Path, Any] = {}
-        self.names: dict[str, Path] = {}
+        self.runs: dict[tuple[str, ...], Any] = {}
+        self.names: dict[tuple[str, ...], str] = {}
+        self.skipped: dict[str, str] = {}
         self._notices: list[str] = []
-        self.waiting = True
+        self._looked = 0.0
+        self._stamp: tuple = ()
+        self.more = False
+        self.seen = False  # some run delivered rows
+
+    @property
+    def waiting(self) -> bool:
+        return not self.seen
+
+    def _dir_stamp(self) -> tuple:
+        dirs = {str(self.target)}
+        for run in self.runs.values():
+            dirs.update(str(p.parent) for p in run.found.paths)
+        return tuple(sorted((d, _stat(Path(d))) for d in dirs))
+
+    def _discover(self) -> None:
+        from rlwatch.sources import discover
+
+        now = time.monotonic()
+        stamp = self._dir_stamp()
+        if self.runs and now - self._looked < REDISCOVER and stamp == self._stamp:
+            return  # no file created or removed in a folder of a known run: nothing new
+        self._looked, self._stamp = now, stamp
+        try:
+            found = discover(self.target, self.log_format)
+        except RlwatchError:
+            if not self.runs:
+                raise
+            return  # the target went away: its runs' followers say what happened
+        for s in found.skipped:
+            if self.skipped.get(s.path) != s.reason and self.runs:
+                self._notices.append(f"{s.path}: skipped ({s.reason})")
+            self.skipped[s.path] = s.reason
+        for f in found.runs:
+            key = (f.kind, f.address)  # stable while a run gains files
+            run = self.runs.get(key)
+            if run is None:
+                if f.kind == "tensorboard":
+                    run = _TensorBoardRun(f)
+                elif f.kind == "log":
+                    run = _LogRun(f)
+                else:
+                    run = _ReloadRun(f)
+                self.runs[key] = run
+            else:
+                run.update(f)
 
     def poll(self) -> RunFrame:
-        from rlwatch.sources import logs
-
-        for f in logs.log_files(self.target):
-            if f not in self.followers:
-                try:
-                    if not f.stat().st_size:
-                        continue
-                    fmt = self.log_format or logs.sniff(f)
-                except (RlwatchError, OSError):
-                    continue  # not a log (yet); looked at again next poll
-                self.followers[f] = logs.Follower(f, fmt)
-        frames = []
-        for f, fol in self.followers.items():
+        self._discover()
+        frames, more = [], False
+        for key, run in self.runs.items():
             try:
-                frame = fol.poll()
+                frame = run.poll()
             except (RlwatchError, OSError) as exc:
-                self._notices.append(str(exc))
+                self._notices.append(str(exc))  # one run's trouble never stalls the others
                 continue
-            self._notices += _notices_of(fol)
-            if not frame.runs:
-                continue
-            (name,) = frame.runs
-            owner = self.names.setdefault(name, f)
-            if owner != f:
-                frame = frame.renamed({name: str(f.relative_to(self.target))})
-            self.waiting = False
+            self._notices += _notices_of(run)
+            more = more or bool(getattr(run, "more", False))
+            frame = self._unique(key, frame)
+            if frame.runs and not frame.data.empty:
+                self.seen = True
             frames.append(frame)
+        self.more = more
         return RunFrame.concat(frames)
 
     def notices(self) -> list[str]:
         out, self._notices = self._notices, []
-        return out
+        return list(dict.fromkeys(out))
+
+    def _unique(self, key: tuple[str, ...], frame: RunFrame) -> RunFrame:
+        """Two runs that call themselves the same (two W&B runs named `debug`) stay two runs:
+        the second is named after its folder, as `load` names it."""
+        if not frame.runs:
+            return frame
+        (name,) = frame.runs
+        mine = self.names.get(key)
+        if mine is None:
+            mine = name
+            if mine in self.names.values():
+                run = self.runs[key]
+                where = run.found.paths[0].parent.name
+                mine = f"{name} ({where})"
+            self.names[key] = mine
+        return frame if mine == name else frame.renamed({name: mine})
 
 
-class FolderFollower:
-    """A folder, resolved like `resolve` resolves it (TensorBoard runs, else W&B run files,
-    else log files) once something readable appears in it."""
-
-    def __init__(self, target: Path, log_format: str | None):
-        self.target, self.log_format = target, log_format
-        self.inner: Any = None
-
-    @property
-    def waiting(self) -> bool:
-        return self.inner is None or getattr(self.inner, "waiting", False)
-
-    @property
-    def more(self) -> bool:
-        """Rows already written are left for the next poll (a big run being caught up)."""
-        return bool(getattr(self.inner, "more", False))
-
-    def _decide(self) -> Any:
-        from rlwatch.sources import tensorboard
-
-        if tensorboard.find_runs(self.target):
-            return _budgeted(tensorboard.Follower(self.target))
-        if next(self.target.rglob("*.wandb"), None) is not None:
-            return WandbFollower(self.target)
-        logs = LogDirFollower(self.target, self.log_format)
-        frame = logs.poll()
-        if frame.runs:
-            self._first = frame
-            return logs
-        return None
-
-    def poll(self) -> RunFrame:
-        if self.inner is None:
-            self._first = RunFrame.empty()
-            self.inner = self._decide()
-            if self.inner is None:
-                return RunFrame.empty()
-            if self._first.runs:
-                return self._first
-        return self.inner.poll()
-
-    def notices(self) -> list[str]:
-        return _notices_of(self.inner) if self.inner is not None else []
-
-
-class FileFollower:
-    """One file whose kind is known from its name, or a log file sniffed when it has bytes."""
+class RemoteFollower:
+    """A remote run (MLflow) through its own incremental reader."""
 
     def __init__(self, inner: Any):
         self.inner = inner
+        self.seen = False
+        self.more = False
 
     @property
     def waiting(self) -> bool:
-        return getattr(self.inner, "waiting", False)
-
-    @property
-    def more(self) -> bool:
-        return bool(getattr(self.inner, "more", False))
+        return not self.seen
 
     def poll(self) -> RunFrame:
-        return self.inner.poll()
+        frame = self.inner.poll()
+        if frame.runs and not frame.data.empty:
+            self.seen = True
+        return frame
 
     def notices(self) -> list[str]:
         return _notices_of(self.inner)
-
-
-def _budgeted(follower: Any) -> Any:
-    follower.budget = CATCH_UP
-    return follower
 
 
 def _notices_of(follower: Any) -> list[str]:
@@ -189,7 +240,7 @@ def _notices_of(follower: Any) -> list[str]:
 
 def follow(target: str, log_format: str | None = None, tracking_uri: str | None = None) -> Any:
     """A follower for one target (the live counterpart of `resolve`)."""
-    from rlwatch.sources import logs, tensorboard, wandb_api
+    from rlwatch.sources import ACCEPTED, logs, wandb_api
 
     logs.check_format(log_format)
     if target.startswith("mlflow:"):
@@ -198,26 +249,21 @@ def follow(target: str, log_format: str | None = None, tracking_uri: str | None 
         ref = target[len("mlflow:") :].strip("/")
         if not ref:
             raise UsageError("mlflow: needs a run: mlflow:<run_id> or mlflow:<experiment>/<run>")
-        return FileFollower(mlflow_source.Follower(ref, mlflow_source.tracking_uri(tracking_uri)))
+        uri = mlflow_source.tracking_uri(tracking_uri)
+        return RemoteFollower(mlflow_source.Follower(ref, uri))
     if wandb_api.parse(target) is not None:
         raise UsageError(
             f"{target}: following W&B server runs is not supported; follow the "
             "run's local wandb/ folder instead"
         )
     path = Path(target)
-    if not path.exists():
-        from rlwatch.sources import ACCEPTED, mlflow_source
+    if not os.path.lexists(path):
+        from rlwatch.sources import mlflow_source
 
         if mlflow_source.RUN_ID.match(target) and (
             tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
         ):
             uri = mlflow_source.tracking_uri(tracking_uri)
-            return FileFollower(mlflow_source.Follower(target, uri))
+            return RemoteFollower(mlflow_source.Follower(target, uri))
         raise UsageError(f"{target}: no such file or directory (accepted: {ACCEPTED})")
-    if path.is_dir():
-        return FolderFollower(path, log_format)
-    if tensorboard.is_event_file(path) and log_format is None:
-        return FileFollower(_budgeted(tensorboard.Follower(path)))
-    if path.suffix == ".wandb":
-        return FileFollower(WandbFollower(path))
-    return FileFollower(logs.Follower(path, log_format))
+    return Follower(path, log_format)
