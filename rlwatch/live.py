@@ -232,6 +232,14 @@ class Watch:
         if target in self.failing:
             del self.failing[target]
             events.append(Event("active", target, "readable again"))
+        renames = getattr(follower, "renames", None)
+        while renames:
+            old, new = renames.popitem()
+            state = self.runs.pop(old, None)
+            if state is not None and new not in self.runs:
+                state.name = state.evaluator.run = state.info.name = new
+                self.runs[new] = state
+                events.append(Event("file", new, f"now named {new} (was {old})"))
         for name, info in delta.runs.items():
             rows = delta.run_data(name) if len(delta.runs) > 1 else delta.data
             events += self._absorb(name, info, rows, now)

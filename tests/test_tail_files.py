@@ -14,7 +14,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from rlwatch.cli.app import app
 from rlwatch.engine.rules import load_rules
 from rlwatch.live import Watch
 from rlwatch.sources import load
@@ -158,6 +160,8 @@ def test_a_wandb_folder_with_two_runs_named_debug(tmp_path: Path) -> None:
     watch = Watch([str(tmp_path)], RULES)
     watch.poll()
     watch.poll()
-    batch = load([str(tmp_path)])
+    r = CliRunner().invoke(app, ["diagnose", str(tmp_path), "--format", "json", "--exit-zero"])
+    assert r.exit_code == 0, r.output
+    runs = {v["run"] for v in json.loads(r.stdout)["verdicts"]}
     assert len(watch.runs) == 2
-    assert sorted(watch.runs) == sorted(batch.runs)
+    assert sorted(watch.runs) == sorted(runs)

@@ -97,7 +97,7 @@ class _ReloadRun:
             data = frame.data[frame.data["step"] > self.sent].reset_index(drop=True)
             frame = RunFrame(data, frame.runs)
         self.sent = last if self.sent is None else max(last, self.sent)
-        return frame
+        return _named(frame, self.found)
 
 
 def _stat(p: Path) -> tuple[int, int] | None:
@@ -109,9 +109,12 @@ def _stat(p: Path) -> tuple[int, int] | None:
 
 
 def _named(frame: RunFrame, found: Any) -> RunFrame:
-    """The run named as `Found.load()` names it."""
-    if found.own_name or not frame.runs or list(frame.runs) == [found.name]:
+    """The run named as diagnose names it: a run under a folder by its `Found` name (its path
+    below the folder), a file given itself by the name its source gives."""
+    if not frame.runs or list(frame.runs) == [found.name]:
         return frame
+    if found.own_name and not getattr(found, "in_folder", False):
+        return frame  # the source's own name stands
     (old,) = frame.runs
     return frame.renamed({old: found.name})
 
@@ -126,6 +129,7 @@ class Follower:
         self.skipped: dict[str, str] = {}
         self._notices: list[str] = []
         self._looked = 0.0
+        self.renames: dict[str, str] = {}  # old -> new run names, for the watcher to apply
         self._stamp: tuple = ()
         self.more = False
         self.seen = False  # some run delivered rows
@@ -158,9 +162,17 @@ class Follower:
             if self.skipped.get(s.path) != s.reason and self.runs:
                 self._notices.append(f"{s.path}: skipped ({s.reason})")
             self.skipped[s.path] = s.reason
+        # diagnose names the runs of a many-run folder by their path below it (`Found.name`),
+        # a single run as its reader names it
+        many = self.target.is_dir() and len(found.runs) > 1
         for f in found.runs:
+            f.in_folder = many
             key = (f.kind, f.address)  # stable while a run gains files
             run = self.runs.get(key)
+            old = self.names.get(key)
+            if old is not None and (many or not f.own_name) and old != f.name:
+                self.renames[old] = f.name  # a second run appeared: names by path now
+                self.names[key] = f.name
             if run is None:
                 if f.kind == "tensorboard":
                     run = _TensorBoardRun(f)
@@ -179,7 +191,8 @@ class Follower:
             try:
                 frame = run.poll()
             except (RlwatchError, OSError) as exc:
-                self._notices.append(str(exc))  # one run's trouble never stalls the others
+                if key in self.names:  # not readable yet is waiting, not news
+                    self._notices.append(str(exc))  # one run's trouble never stalls the others
                 continue
             self._notices += _notices_of(run)
             more = more or bool(getattr(run, "more", False))
