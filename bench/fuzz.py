@@ -335,10 +335,11 @@ def judge(code: int, stdout: str, stderr: str) -> str:
         return f"exit {code}"
     if "Traceback" in stderr:
         return "traceback"
-    if "unexpected " in stderr and "rerun with --debug" in stderr:
-        return "guard: " + stderr.split("unexpected ", 1)[1].split(":", 1)[0].split(" ")[0]
-    if "ran out of memory" in stderr or "nested too deeply" in stderr:
-        return "guard: " + stderr.split("rlwatch: error: ", 1)[-1][:30]
+    if "this is not a verdict on the run" in stderr:  # the top-level guard caught a crash
+        what = stderr.split("rlwatch: error: ", 1)[-1]
+        if "unexpected " in what:
+            return "guard: " + what.split("unexpected ", 1)[1].split(":", 1)[0].split(" ")[0]
+        return "guard: " + what[:30]
     if code == 2:
         lines = [ln for ln in stderr.splitlines() if ln.startswith("rlwatch: error")]
         if len(lines) != 1 or len(lines[0]) > 2000:
@@ -349,6 +350,31 @@ def judge(code: int, stdout: str, stderr: str) -> str:
     except json.JSONDecodeError:
         return "invalid json"
     return "ok"
+
+
+def _seeds_in_a_child(where: Path) -> dict[str, tuple[str, bytes]]:
+    import pickle
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        code = 0
+        try:
+            blob = pickle.dumps(make_seeds(where))
+            with os.fdopen(w, "wb") as f:
+                f.write(blob)
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+            code = 1
+        os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        blob = f.read()
+    os.waitpid(pid, 0)
+    return pickle.loads(blob)
 
 
 def _vm_bytes(field: str = "VmSize") -> int:
@@ -393,8 +419,9 @@ def main() -> None:
     args = ap.parse_args()
 
     rng = random.Random(args.seed)
+    random.seed(args.seed)
     work = Path(tempfile.mkdtemp(prefix="rlwatch-fuzz-"))
-    seeds = make_seeds(work / "seeds")
+    seeds = _seeds_in_a_child(work / "seeds")  # the writers start threads: not in the parent
     kinds = [k for k in seeds if not args.kinds or k in args.kinds.split(",")]
     good = work / "good" / seeds["jsonl"][0]
     good.parent.mkdir()
@@ -435,8 +462,12 @@ def main() -> None:
                 hangs += 1
             else:
                 crashes += 1
+            print(f"case {i}: {key} ({what}, {res['seconds']:.1f} s)", flush=True)
             if key not in examples:
                 examples[key] = {**res, "mutation": what}
+                Path(str(res["dir"]), "verdict.json").write_text(
+                    json.dumps({**res, "mutation": what}, indent=1, default=str)
+                )
                 args.keep.mkdir(parents=True, exist_ok=True)
                 dest = args.keep / f"{len(examples):03d}-{kind}"
                 shutil.rmtree(dest, ignore_errors=True)

@@ -122,6 +122,8 @@ class RunFrame:
         step = np.asarray(step, dtype=np.int64)
         value = np.asarray(value, dtype=np.float64)
         wall_time = np.asarray(wall_time, dtype=np.float64)
+        if wall_time.size and not np.isfinite(wall_time).all():  # inf is no time: "unknown"
+            wall_time = np.where(np.isfinite(wall_time), wall_time, np.nan)
         keep, restarts = _restarts_and_last_writes(tag, step)
         if restarts:
             info.restarts = [

@@ -71,6 +71,19 @@ class Found:
         return (self.kind, *sorted(os.path.realpath(p) for p in self.paths))
 
     def load(self) -> RunFrame:
+        try:
+            return self._load()
+        except OSError as exc:  # mode 000, vanished, I/O error: one line, never a traceback
+            raise SourceError(
+                f"{self.address}: cannot read ({exc.strerror or type(exc).__name__})"
+            ) from None
+        except (RecursionError, MemoryError, OverflowError) as exc:
+            raise SourceError(
+                f"{self.address}: cannot read ({type(exc).__name__}: the file is damaged or "
+                "hostile)"
+            ) from None
+
+    def _load(self) -> RunFrame:
         if self.kind == "tensorboard":
             from rlwatch.sources import tensorboard
 

@@ -11,6 +11,7 @@ names through rules/metrics.yaml; params become run facts.
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import json
 import math
@@ -20,7 +21,7 @@ import sqlite3
 import threading
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -40,18 +41,20 @@ WORKERS = 8  # concurrent requests; the server answers them on its worker proces
 
 
 def redact(uri: str) -> str:
-    """The URI with any user:password removed."""
-    p = urllib.parse.urlsplit(uri)
-    if p.password or p.username:
-        netloc = p.hostname or ""
-        if p.port:
-            netloc += f":{p.port}"
-        return urllib.parse.urlunsplit((p.scheme, f"***@{netloc}", p.path, p.query, p.fragment))
-    return uri
+    """The URI with any user:password removed, however the password is written (encoded or
+    not, with '@ # / ? :' inside)."""
+    from rlwatch.errors import redact_secrets
+
+    return redact_secrets(uri)
 
 
 def tracking_uri(flag: str | None) -> str:
+    from rlwatch.errors import register_secret, register_secret_uri
+
     uri = flag or os.environ.get("MLFLOW_TRACKING_URI")
+    register_secret_uri(uri)
+    register_secret(os.environ.get("MLFLOW_TRACKING_PASSWORD"))
+    register_secret(os.environ.get("MLFLOW_TRACKING_TOKEN"))
     if not uri:
         raise UsageError(
             "no MLflow tracking URI: pass --tracking-uri or set "
@@ -68,22 +71,37 @@ class Run:
     experiment: str
     params: dict[str, str]
     keys: list[str]
+    warnings: list[str] = field(default_factory=list)
 
 
 # -- stores ---------------------------------------------------------------------------------
 class _Rest:
     def __init__(self, uri: str):
+        from rlwatch.errors import register_secret_uri, split_userinfo
+
+        register_secret_uri(uri)
         self.uri = uri.rstrip("/")
-        p = urllib.parse.urlsplit(self.uri)
+        parts = split_userinfo(self.uri)  # a password may hold '@ # / ? :' unencoded
+        userinfo = parts[1] if parts else ""
+        bare = f"{parts[0]}{parts[2]}" if parts else self.uri
+        p = urllib.parse.urlsplit(bare)
+        try:
+            port = p.port
+        except ValueError:
+            raise UsageError(
+                f"{redact(uri)}: bad port — a tracking URI is http(s)://host:PORT with a port "
+                "from 1 to 65535"
+            ) from None
         if p.scheme not in ("http", "https") or not p.hostname:
             raise UsageError(f"{redact(uri)}: not an http(s) tracking URI")
-        self.scheme, self.host, self.port = p.scheme, p.hostname, p.port
+        self.scheme, self.host, self.port = p.scheme, p.hostname, port
         self.base = p.path
         self.headers = {"Accept": "application/json", "Content-Type": "application/json"}
-        user = urllib.parse.unquote(p.username or os.environ.get("MLFLOW_TRACKING_USERNAME", ""))
-        password = urllib.parse.unquote(
-            p.password or os.environ.get("MLFLOW_TRACKING_PASSWORD", "")
-        )
+        u, _, pw = userinfo.partition(":")
+        user = urllib.parse.unquote(u or os.environ.get("MLFLOW_TRACKING_USERNAME", ""))
+        password = urllib.parse.unquote(pw or os.environ.get("MLFLOW_TRACKING_PASSWORD", ""))
+        self._conns: list[http.client.HTTPConnection] = []
+        self.aborted = False
         if user:
             token = base64.b64encode(f"{user}:{password}".encode()).decode()
             self.headers["Authorization"] = f"Basic {token}"
@@ -100,8 +118,22 @@ class _Rest:
                 if self.scheme == "https"
                 else http.client.HTTPConnection
             )
+            if self.aborted:
+                raise SourceError(f"MLflow server {redact(self.uri)}: read abandoned (deadline)")
             conn = self._local.conn = cls(self.host, self.port, timeout=TIMEOUT)
+            self._conns.append(conn)
         return conn
+
+    def abort(self) -> None:
+        """Stop every request in flight (the overall deadline passed)."""
+        import socket
+
+        self.aborted = True
+        for conn in list(self._conns):
+            sock = getattr(conn, "sock", None)
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
 
     def call(
         self,
@@ -130,8 +162,16 @@ class _Rest:
                     ) from None
             except OSError as exc:
                 self._local.conn = None
+                if self.aborted:
+                    raise SourceError(f"MLflow server {redact(self.uri)}: deadline") from None
                 raise SourceError(
                     f"MLflow server {redact(self.uri)} unreachable: {exc.strerror or exc}"
+                ) from None
+            except http.client.HTTPException as exc:  # BadStatusLine, LineTooLong, ...
+                self._local.conn = None
+                raise SourceError(
+                    f"MLflow server {redact(self.uri)} did not answer in HTTP "
+                    f"({type(exc).__name__}) — is this an MLflow tracking server?"
                 ) from None
         if resp.status in (401, 403):
             raise SourceError(
@@ -141,7 +181,9 @@ class _Rest:
             )
         try:
             doc = json.loads(payload or b"{}")
-        except json.JSONDecodeError:
+            if not isinstance(doc, dict):
+                raise ValueError("not an object")
+        except (ValueError, RecursionError):
             raise SourceError(
                 f"MLflow server {redact(self.uri)}: HTTP {resp.status}, not JSON "
                 "(is this an MLflow tracking server?)"
@@ -177,13 +219,18 @@ class _Rest:
             "experiment"
         ]["name"]
         data = r.get("data", {})
-        return Run(
+        out = Run(
             ref,
             r["info"].get("run_name") or ref,
             exp,
             {p["key"]: p["value"] for p in data.get("params", [])},
             sorted({m["key"] for m in data.get("metrics", [])}),
         )
+        if r["info"].get("lifecycle_stage") == "deleted":
+            out.warnings.append(
+                f"MLflow run {ref} is deleted (in the trash of {redact(self.uri)}); read anyway"
+            )
+        return out
 
     def history(self, run: Run, since: int | None = None) -> list[tuple[str, np.ndarray]]:
         def one(key: str) -> tuple[str, np.ndarray]:
@@ -417,20 +464,60 @@ def _frame(run: Run, parts: list[tuple[str, np.ndarray]], uri: str) -> RunFrame:
         SOURCE,
         f"{redact(uri)} run {run.run_id}",
         hparams={**run.params, "mlflow/experiment": run.experiment, "mlflow/run_id": run.run_id},
+        warnings=list(run.warnings),
     )
     return RunFrame.from_arrays(
         info, tags, codes, cols[:, 0].astype(np.int64), cols[:, 1], cols[:, 2]
     )
 
 
+DEADLINE = 60.0  # seconds for a whole read (--timeout)
+
+
 def load(ref: str, uri: str, timeout: float | None = None) -> RunFrame:
-    """One MLflow run, by id or experiment/run name."""
+    """One MLflow run, by id or experiment/run name, within an overall deadline (a server that
+    trickles bytes is abandoned when it passes)."""
     st = store(uri)
-    run = st.run(ref)
-    rows = st.history(run)
-    if not any(len(a) for _, a in rows):
-        raise SourceError(f"MLflow run {run.run_id} at {redact(uri)} has no metrics")
-    return _frame(run, rows, uri)
+
+    def work() -> RunFrame:
+        run = st.run(ref)
+        rows = st.history(run)
+        if not any(len(a) for _, a in rows):
+            raise SourceError(f"MLflow run {run.run_id} at {redact(uri)} has no metrics")
+        return _frame(run, rows, uri)
+
+    return _bounded(work, st, uri, DEADLINE if timeout is None else timeout)
+
+
+def _bounded(work: Any, st: Any, uri: str, deadline: float) -> Any:
+    """`work()` in a thread, joined with `deadline`; an answer that is not MLflow's is one line."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = work()
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError, OverflowError) as e:
+            box["error"] = SourceError(
+                f"MLflow server {redact(uri)} answered something that is not an MLflow reply "
+                f"({type(e).__name__}: {str(e)[:80]}) — is this an MLflow tracking server?"
+            )
+        except BaseException as e:
+            box["error"] = e
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(deadline)
+    if t.is_alive():
+        abort = getattr(st, "abort", None)
+        if abort is not None:
+            abort()
+        raise SourceError(
+            f"MLflow at {redact(uri)}: no complete answer within {deadline:g} s — raise "
+            "--timeout, or check the server"
+        )
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 class Follower:
