@@ -155,6 +155,7 @@ class EventFileReader:
     hparams: dict[str, object] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)
     other_events: int = 0  # summaries that are not scalars (images, histograms, ...)
+    huge_tensors: int = 0  # scalar-plugin tensors whose shape is not one element (skipped)
     records: int = 0
     bad_records: int = 0
     warnings: list[str] = field(default_factory=list)
@@ -180,6 +181,11 @@ class EventFileReader:
 
     def finish(self) -> None:
         """Call at the end of a batch read: a partial last record becomes a warning."""
+        if self.huge_tensors:
+            self.warnings.append(
+                f"{self.path}: {self.huge_tensors} scalar record(s) declaring a tensor of more "
+                "than one element skipped (not materialised)"
+            )
         size = os.path.getsize(self.path)
         if self.offset < size:
             self.warnings.append(
@@ -482,7 +488,10 @@ class EventFileReader:
             return float(v.simple_value)  # type: ignore[attr-defined]
         if kind == "tensor":
             if plugin == "hparams":
-                self._hparams_of(v.metadata.plugin_data.content)  # type: ignore[attr-defined]
+                try:
+                    self._hparams_of(v.metadata.plugin_data.content)  # type: ignore[attr-defined]
+                except Exception:  # a corrupt hparams proto costs the hparams, nothing else
+                    self.warnings.append(f"{self.path}: corrupt hparams record ignored")
                 return None
             tensor = v.tensor  # type: ignore[attr-defined]
             if plugin == "text":
@@ -490,6 +499,9 @@ class EventFileReader:
                     self.texts[tag] = tensor.string_val[0].decode("utf-8", "replace")
                 return None
             if plugin in ("", "scalars"):
+                if _declared_elements(tensor) != 1:  # not a scalar (maybe a declared-huge
+                    self.huge_tensors += 1  # tensor: never materialised)
+                    return None
                 x = _tensor_scalar(tensor)
                 if x is not None:
                     return x
@@ -514,6 +526,21 @@ def intern_tag(tags: list[str], index: dict[str, int], tag: str) -> int:
         code = index[tag] = len(tags)
         tags.append(tag)
     return code
+
+
+def _declared_elements(tensor: object) -> int:
+    """How many elements a TensorProto's shape declares (without allocating them)."""
+    shape = tensor.tensor_shape  # type: ignore[attr-defined]
+    if shape.unknown_rank:
+        return -1
+    n = 1
+    for dim in shape.dim:
+        if dim.size < 0:
+            return -1
+        n *= dim.size
+        if n > 1 << 40:
+            return n
+    return n
 
 
 def _tensor_scalar(tensor: object) -> float | None:
