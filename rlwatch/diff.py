@@ -4,11 +4,13 @@ The two runs are aligned by step, or by fraction of training when their lengths 
 than 10% by default). Each key metric's trajectory is compared bin by bin (bin medians over the
 overlap) with a tolerance taken from the baseline's own noise: `k` x the robust spread (1.4826 x
 the median absolute deviation) of the baseline's residuals around its rolling median, never less
-than 1% of its typical level. A metric is *worse* from the first bin of the first run of at least
-`min_bins` consecutive bins beyond tolerance in its bad direction (both directions for metrics
-without one); *better* likewise the other way; a metric the candidate logs as NaN/inf where the
-baseline never did is worse from the first such step. Verdicts fired in the candidate but not in
-the baseline are *new*. The result is plain data; renderers live in rlwatch/render/diff.py.
+than 1% of its typical level nor `min_change` (25%) of the baseline's value in the bin (runs of
+one recipe with another seed differ by more than their step-to-step noise). A metric is *worse*
+from the first bin of the first run of at least `min_bins` consecutive bins beyond tolerance in
+its bad direction; *better* likewise the other way; metrics without a direction (length, loss)
+are *changed*, not worse; a metric the candidate logs as NaN/inf where the baseline never did is
+worse from the first such step. Verdicts fired in the candidate but not in the baseline are
+*new*. The result is plain data; renderers live in rlwatch/render/diff.py.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from rlwatch.series import KEY_METRICS, curve
 from rlwatch.severity import Severity
 
 SCHEMA_VERSION = 1
-# +1: higher is better, -1: lower is better, 0: a change either way is a regression
+# +1: higher is better, -1: lower is better, 0: no better or worse (a change is reported; only
+# non-finite values make it worse)
 DIRECTION: dict[str, int] = {
     "reward_mean": +1,
     "entropy": +1,
@@ -41,6 +44,7 @@ DIRECTION: dict[str, int] = {
 class Options:
     align: str = "auto"  # auto | step | fraction
     tolerance: float = 3.0  # k: robust spreads of the baseline's noise
+    min_change: float = 0.25  # and at least this fraction of the baseline's value (seed spread)
     min_bins: int = 3  # consecutive bins beyond tolerance that make a trend
     bins: int = 60  # at most this many bins over the overlap
     metric_severity: str = "error"  # the severity of a worse metric
@@ -113,21 +117,25 @@ def compare_metric(
     mc = _bin_medians(cv[nc], ic, n_bins)
     spread = noise(bv)
     level = float(np.median(np.abs(bv)))
-    tol = max(opts.tolerance * spread, 0.01 * level, 1e-12)
+    tols = np.maximum(
+        max(opts.tolerance * spread, 0.01 * level, 1e-12), opts.min_change * np.abs(mb)
+    )
+    tols = np.where(np.isnan(tols), np.inf, tols)
     delta = mc - mb
     both = ~np.isnan(delta)
     if direction > 0:
-        worse, better = both & (delta < -tol), both & (delta > tol)
+        worse, better = both & (delta < -tols), both & (delta > tols)
     elif direction < 0:
-        worse, better = both & (delta > tol), both & (delta < -tol)
-    else:
-        worse, better = both & (np.abs(delta) > tol), np.zeros(n_bins, bool)
+        worse, better = both & (delta > tols), both & (delta < -tols)
+    else:  # no better or worse: a change (length, loss) is reported, not a regression
+        worse, better = both & (np.abs(delta) > tols), np.zeros(n_bins, bool)
+    tol = float(opts.tolerance * spread)
     out: dict[str, Any] = {
         "metric": metric,
-        "direction": {1: "higher is better", -1: "lower is better", 0: "a change is worse"}[
+        "direction": {1: "higher is better", -1: "lower is better", 0: "no better or worse"}[
             direction
         ],
-        "tolerance": tol,
+        "tolerance": tol,  # replaced by the tolerance at the reported bin below
         "noise": spread,
         "bins": n_bins,
         "bins_worse": int(worse.sum()),
@@ -143,13 +151,15 @@ def compare_metric(
         if new_bad.size and (first_worse is None or int(new_bad[0]) < at):
             out.update(state="worse", from_step=int(new_bad[0]), why="non-finite values")
         else:
-            out.update(state="worse", from_step=at, why="beyond tolerance")
-        out.update(_values_at(mb, mc, k, base_step_of_bin))
+            state = "worse" if direction else "changed"
+            out.update(state=state, from_step=at, why="beyond tolerance")
+        out.update(_values_at(mb, mc, k, base_step_of_bin), tolerance=float(tols[k]))
         return out
     first_better = _runs_of(better, min(opts.min_bins, n_bins))
     if first_better is not None:
         out.update(state="better", from_step=step_of_bin[first_better])
         out.update(_values_at(mb, mc, first_better, base_step_of_bin))
+        out.update(tolerance=float(tols[first_better]))
         return out
     out.update(state="same")
     return out
@@ -259,6 +269,7 @@ def compare(
         "gone_verdicts": gone,
         "worse": [r for r in compared if r["state"] == "worse"],
         "better": [r for r in compared if r["state"] == "better"],
+        "changed": [r for r in compared if r["state"] == "changed"],
         "same": [r["metric"] for r in compared if r["state"] == "same"],
         "regressions": len(regressions),
         "overlays": overlays,

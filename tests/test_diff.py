@@ -151,3 +151,28 @@ def test_html_overlays_baseline_and_candidate(tmp_path, runs):
     seen = open_in_chromium(out, tmp_path / "diff.png")
     assert not seen["console"] and not seen["errors"]
     assert seen["requests"] == [out.resolve().as_uri()]
+
+
+CORPUS = ROOT / "fixtures" / "realgen" / "runs"
+
+
+def _corpus(name: str) -> str:
+    path = CORPUS / name / "tb"
+    if not path.exists():
+        pytest.skip(f"corpus run {name} not in this checkout")
+    return str(path)
+
+
+def test_corpus_real_trl_seeds_are_no_regression():
+    """Real GRPOTrainer runs of one recipe with seeds 1 and 2 (fixtures/realgen)."""
+    code, d = _diff(_corpus("grpo-healthy-s1"), _corpus("grpo-healthy-s2"))
+    assert code == 0, d
+    assert d["worse"] == [] and d["new_verdicts"] == []
+
+
+def test_corpus_real_trl_lr_blowup_is_a_regression():
+    code, d = _diff(_corpus("grpo-healthy-s1"), _corpus("grpo-lr-blowup-noclip-s0"))
+    assert code == 1
+    worse = {r["metric"] for r in d["worse"]}
+    assert {"reward_mean", "entropy", "truncation_rate"} <= worse
+    assert {"EX03", "LN02"} <= {v["code"] for v in d["new_verdicts"]}

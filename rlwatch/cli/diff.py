@@ -71,6 +71,15 @@ def diff(
             help="How many robust spreads of the baseline's own noise count as a change.",
         ),
     ] = 3.0,
+    min_change: Annotated[
+        float,
+        typer.Option(
+            "--min-change",
+            min=0.0,
+            help="...and at least this fraction of the baseline's value (runs of one recipe with "
+            "another seed differ by more than their noise).",
+        ),
+    ] = 0.25,
     rules: Annotated[list[str] | None, typer.Option("--rules", help="Extra rule file.")] = None,
     select: Annotated[list[str] | None, typer.Option("--select", help="Only these rules.")] = None,
     ignore: Annotated[list[str] | None, typer.Option("--ignore", help="Leave these out.")] = None,
@@ -97,6 +106,7 @@ def diff(
         opts = Options(
             align=align.value,
             tolerance=tolerance,
+            min_change=min_change,
             metric_severity=metric_severity.value,
             fail_on=fail_on.value,
         )

@@ -52,6 +52,13 @@ def render_diff_text(d: dict[str, Any]) -> str:
     if d["worse"]:
         out.append("worse than the baseline:")
         out += [f"  {r['severity'].upper():7} {_worse_line(r)}" for r in d["worse"]]
+    if d.get("changed"):
+        out.append("changed (no better or worse):")
+        out += [
+            f"  {r['metric']} from step {r['from_step']}: {_num(r['candidate_value'])} vs "
+            f"{_num(r['baseline_value'])}"
+            for r in d["changed"]
+        ]
     if d["better"]:
         out.append("better than the baseline:")
         out += [
@@ -87,14 +94,14 @@ def render_diff_markdown(d: dict[str, Any]) -> str:
         out.append("")
     else:
         out += ["No verdict new in the candidate.", ""]
-    rows = d["worse"] + d["better"]
+    rows = d["worse"] + d["better"] + d.get("changed", [])
     if rows:
         out += [
             "| metric | | from step | candidate | baseline | tolerance |",
             "|---|---|---|---|---|---|",
         ]
         for r in rows:
-            mark = "⚠️ worse" if r["state"] == "worse" else "✅ better"
+            mark = {"worse": "⚠️ worse", "better": "✅ better", "changed": "↔ changed"}[r["state"]]
             out.append(
                 f"| `{r['metric']}` | {mark} | {r['from_step']} | {_num(r['candidate_value'])} "
                 f"| {_num(r['baseline_value'])} | {_num(r['tolerance'])} |"
@@ -138,7 +145,7 @@ def diff_html(d: dict[str, Any], report: dict[str, Any] | None = None) -> str:
         )
     else:
         parts.append("<p>No verdict new in the candidate.</p>")
-    rows = d["worse"] + d["better"]
+    rows = d["worse"] + d["better"] + d.get("changed", [])
     if rows:
         parts.append(
             _table(
