@@ -41,7 +41,7 @@ class Unit:
         if k == "target":
             from rlwatch.sources import load
 
-            frame: RunFrame = load([r[0]], log_format=r[1], tracking_uri=r[2])
+            frame: RunFrame = load([r[0]], log_format=r[1], tracking_uri=r[2], timeout=r[3])
         elif k == "found":
             frame = r[0].load()
         elif k == "tensorboard":
@@ -70,11 +70,11 @@ class Unit:
         elif k == "mlflow":
             from rlwatch.sources import mlflow_source
 
-            frame = mlflow_source.load(r[0], r[1])
+            frame = mlflow_source.load(r[0], r[1], r[2] if len(r) > 2 else None)
         elif k == "wandb":
             from rlwatch.sources import wandb_api
 
-            frame = wandb_api.load(r[0])
+            frame = wandb_api.load(r[0], r[1] if len(r) > 1 else None)
         else:  # pragma: no cover - units are made below
             raise ValueError(k)
         if self.name and len(frame.runs) == 1 and self.name not in frame.runs:
@@ -156,6 +156,7 @@ def expand(
     log_format: str | None = None,
     tracking_uri: str | None = None,
     filters: list[str] | None = None,
+    timeout: float | None = None,
 ) -> Units:
     """Targets -> one unit per run. Many-run targets (a folder, `mlflow:<experiment>`,
     `wandb:<entity>/<project>`, a trackio project) give every run they hold."""
@@ -167,7 +168,7 @@ def expand(
     units: list[Unit] = []
     skipped: list[dict[str, str]] = []
     for t in targets:
-        many = listing.many_run(t, tracking_uri, flt)
+        many = listing.many_run(t, tracking_uri, flt, timeout)
         if many is not None:
             units += many
             continue
@@ -184,7 +185,7 @@ def expand(
             skipped.clear()  # one run: the single-target path names what it skips
         resolve(t, log_format, tracking_uri)  # a bad target fails before any reading
         # named as its reader names it; clashes across targets are settled in merge()
-        units.append(Unit("", "target", (t, log_format, tracking_uri), t))
+        units.append(Unit("", "target", (t, log_format, tracking_uri, timeout), t))
     names: dict[str, int] = {}
     out = Units()
     out.skipped = skipped
@@ -262,18 +263,22 @@ def last_values(frame: Any, run: str) -> dict[str, float | None]:
 
     d = frame.run_data(run)
     out: dict[str, float | None] = {}
-    metric = d["metric"].astype(str).to_numpy() if len(d) else np.empty(0, object)
+    if not len(d):
+        return out
+    metric = d["metric"]
+    index = {str(c): i for i, c in enumerate(metric.cat.categories)}
+    codes = metric.cat.codes.to_numpy()
+    steps, values = d["step"].to_numpy(), d["value"].to_numpy()
     for m in KEY_METRICS:
-        sel = metric == m
-        if not sel.any():
+        if m not in index:
             continue
-        steps = d["step"].to_numpy()[sel]
-        values = d["value"].to_numpy()[sel]
-        ok = np.isfinite(values)
+        sel = codes == index[m]
+        s, v = steps[sel], values[sel]
+        ok = np.isfinite(v)
         if ok.any():
-            i = np.argmax(np.where(ok, steps, np.iinfo(np.int64).min))
-            v = float(values[i]) * frame.runs[run].scales.get(m, 1.0)
-            out[m] = v if math.isfinite(v) else None
+            i = int(np.argmax(np.where(ok, s, np.iinfo(np.int64).min)))
+            x = float(v[i]) * frame.runs[run].scales.get(m, 1.0)
+            out[m] = x if math.isfinite(x) else None
         else:
             out[m] = None
     return out

@@ -167,6 +167,7 @@ def diagnose(
             log_format=cfg.get("log_format", log_format),
             tracking_uri=tracking_uri,
             filters=filters,
+            timeout=timeout,
         )
         if len(units) > 1 or units[0].kind != "target":  # many runs, or a many-run target
             from rlwatch.cli.sweep import run_sweep

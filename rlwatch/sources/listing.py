@@ -89,7 +89,9 @@ def _unique(runs: list[Listed]) -> dict[str, Listed]:
     return {(r.name if count[r.name] == 1 else f"{r.name}-{r.run_id[:8]}"): r for r in runs}
 
 
-def many_run(target: str, tracking_uri: str | None, filters: list[Filter]) -> list[Any] | None:
+def many_run(
+    target: str, tracking_uri: str | None, filters: list[Filter], timeout: float | None = None
+) -> list[Any] | None:
     """Units for a many-run target, or None when `target` names one run (or is a path)."""
     from rlwatch.executor import Unit
 
@@ -107,7 +109,7 @@ def many_run(target: str, tracking_uri: str | None, filters: list[Filter]) -> li
                 + (" matching the filters" if filters else "")
             )
         return [
-            Unit(name, "mlflow", (r.run_id, uri), f"mlflow:{r.run_id}")
+            Unit(name, "mlflow", (r.run_id, uri, timeout), f"mlflow:{r.run_id}")
             for name, r in _unique(runs).items()
         ]
     if target.startswith("wandb:"):
@@ -121,7 +123,7 @@ def many_run(target: str, tracking_uri: str | None, filters: list[Filter]) -> li
                 f"W&B project {path} has no run" + (" matching the filters" if filters else "")
             )
         return [
-            Unit(name, "wandb", (f"{path}/{r.run_id}",), f"wandb:{path}/{r.run_id}")
+            Unit(name, "wandb", (f"{path}/{r.run_id}", timeout), f"wandb:{path}/{r.run_id}")
             for name, r in _unique(runs).items()
         ]
     from rlwatch.sources import trackio
