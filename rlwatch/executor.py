@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlwatch.errors import RlwatchError, SourceError, UsageError
+from rlwatch.errors import ExitCode, RlwatchError, SourceError, UsageError
 
 # canonical metrics whose last value the many-run table shows (those a run has)
 KEY_METRICS = ("reward_mean", "entropy", "kl_ref", "grad_norm", "response_length_mean")
@@ -430,8 +430,8 @@ class Sweep:
     @property
     def exit_code(self) -> int:
         if not self.report.healthy:
-            return 1
-        return 2 if self.unread else 0
+            return ExitCode.UNHEALTHY
+        return ExitCode.FAILED if self.unread else ExitCode.HEALTHY
 
 
 def _renamed(report: Any, mapping: dict[str, str]) -> Any:

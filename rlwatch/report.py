@@ -98,7 +98,9 @@ class Report:
     def run_verdicts(self, run: str) -> list[Verdict]:
         return [v for v in self.verdicts if v.run == run]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, with_gate: bool = False) -> dict[str, Any]:
+        """The plain-data report (the JSON format). `with_gate` adds each verdict's `failing`
+        (the gate decision made here) for renderers that work on the dict (the HTML page)."""
         counts = dict.fromkeys(STATES, 0)
         for v in self.verdicts:
             counts[v.state] += 1
@@ -113,7 +115,10 @@ class Report:
             "run_count": len(self.runs),
             "skipped": [dict(s) for s in self.skipped],
             "skipped_count": len(self.skipped),
-            "verdicts": [v.to_dict() for v in self.verdicts],
+            "verdicts": [
+                {**v.to_dict(), **({"failing": v.failing} if with_gate else {})}
+                for v in self.verdicts
+            ],
             **({"series": self.series} if self.series else {}),
             **({"html_report": self.html_report} if self.html_report else {}),
             **({"diff": self.diff} if self.diff else {}),

@@ -188,7 +188,7 @@ def diagnose(
                 executor=executor,
             )
             if code == ExitCode.UNHEALTHY and exit_zero:
-                code = 0
+                code = ExitCode.HEALTHY
             raise typer.Exit(code)
         report = run_diagnosis(
             targets,

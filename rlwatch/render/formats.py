@@ -172,7 +172,7 @@ def render_html(report: Report) -> str:
     """The self-contained HTML page (rlwatch/render/html.py, imported when asked for)."""
     from rlwatch.render.html import render_html as page
 
-    return page(report.to_dict())
+    return page(report)
 
 
 RENDERERS = {

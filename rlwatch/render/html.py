@@ -18,7 +18,9 @@ import math
 from html import escape
 from typing import Any
 
-ORDER = {"error": 0, "warning": 1, "info": 2}
+from rlwatch.severity import Severity
+
+ORDER = {str(s): i for i, s in enumerate(sorted(Severity, reverse=True))}  # most severe first
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 SEV_COLOR = {"error": "#c62828", "warning": "#b26a00", "info": "#1565c0"}
 
@@ -459,7 +461,7 @@ def _summary_table(report: dict[str, Any]) -> str:
     for run in report["runs"]:
         fired = _fired(report, run["name"])
         by = {s: [v["code"] for v in fired if v["severity"] == s] for s in ORDER}
-        failing = any(ORDER[v["severity"]] <= ORDER[report["fail_on"]] for v in fired)
+        failing = any(v.get("failing") for v in fired)  # the Report's gate decision
         rows.append(
             [
                 f'<a href="#run-{escape(run["name"])}">{escape(run["name"])}</a>',
@@ -507,8 +509,10 @@ def _diff(report: dict[str, Any]) -> str:
     return diff_html(d, report)
 
 
-def render_html(report: dict[str, Any]) -> str:
-    """The whole page."""
+def render_html(report: Any) -> str:
+    """The whole page, from a Report (or its `to_dict(with_gate=True)`)."""
+    if not isinstance(report, dict):
+        report = report.to_dict(with_gate=True)
     status = report["status"]
     counts = report.get("counts", {})
     runs = report["runs"]

@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from rlwatch.severity import Severity
+
 if TYPE_CHECKING:
     from rlwatch.engine.evaluate import Verdict
     from rlwatch.report import Report
 
-RANK = {"error": 0, "warning": 1, "info": 2, "ok": 3, "skipped": 4}
+RANK = {str(s): i for i, s in enumerate(sorted(Severity, reverse=True))} | {"ok": 3, "skipped": 4}
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan", "ok": "green", "skipped": "dim"}
 KEYS = ("reward_mean", "entropy", "kl_ref", "grad_norm", "response_length_mean")
 SHORT = {
