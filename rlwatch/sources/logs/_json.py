@@ -167,6 +167,14 @@ class JsonLines:
         -- or any doubt -- returns False and the block is read record by record."""
         if b"null" in block or b"NaN" in block or b"Infinity" in block:
             return False
+        if _deeply_nested(block):  # Arrow's reader is quadratic in the depth (gate, #11)
+            return False
+        try:
+            return self._arrow_plain(block)
+        except (UnicodeDecodeError, RecursionError):  # non-UTF-8 keys: record by record
+            return False
+
+    def _arrow_plain(self, block: bytes) -> bool:
         arrow = _arrow_json()
         if arrow is None:
             return False
@@ -394,6 +402,14 @@ class _NotPlain(Exception):
 _ARROW_JSON: Any = None
 _VERL_ARROW: Any = None
 VERL_LINE = re.compile(rb'^\{"step": ?(\d+), ?"data": ?\{(.*)\}\}[ \t\r]*$', re.M)
+
+
+def _deeply_nested(block: bytes, limit: int = 64) -> bool:
+    """Whether brackets in `block` nest deeper than `limit` (strings not excluded: a false
+    alarm only costs the fast path). Linear, in numpy."""
+    b = np.frombuffer(block, np.uint8)
+    step = ((b == 91) | (b == 123)).astype(np.int32) - ((b == 93) | (b == 125))
+    return bool(step.size) and int(np.cumsum(step).max()) > limit
 
 
 def _verl_arrow() -> Any:
