@@ -60,6 +60,29 @@ def read(path: str | Path) -> str:
         ) from None
 
 
+def _check_depth(source: str, path: str) -> None:
+    """Nesting deeper than MAX_DEPTH is refused from the event stream (the parser is not
+    recursive; the composer is, in C, and overflows the stack on hostile input)."""
+    import yaml
+
+    from rlwatch.errors import RuleFileError
+
+    depth = 0
+    for event in yaml.parse(source, Loader=loader()):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = event.start_mark
+                raise RuleFileError(
+                    f"invalid YAML: nested too deeply (limit {MAX_DEPTH} levels)",
+                    path,
+                    mark.line + 1 if mark else None,
+                    mark.column + 1 if mark else None,
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 def load(path: str | Path, text: str | None = None) -> Located:
     """Parse with PyYAML's safe composer (no tags, nothing executed) keeping positions."""
     import yaml
@@ -69,6 +92,7 @@ def load(path: str | Path, text: str | None = None) -> Located:
     p = str(path)
     source = read(p) if text is None else text
     try:
+        _check_depth(source, p)  # before composing: libyaml's composer segfaults at ~100k levels
         node = yaml.compose(source, Loader=loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
