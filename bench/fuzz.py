@@ -34,6 +34,18 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+KINDS = [
+    "tensorboard",
+    "jsonl",
+    "verl",
+    "verl_jsonl",
+    "trainer_state",
+    "pydicts",
+    "wandb",
+    "rules",
+    "config",
+    "pyproject",
+]
 WALL_FACTOR = 8  # a case is killed after time-limit x this many wall seconds (shared machine)
 HUGE = [
     "nan",

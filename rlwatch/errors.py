@@ -114,3 +114,9 @@ def redact_secrets(text: str) -> str:
         if s in text:
             text = text.replace(s, "***")
     return text
+
+
+def one_line(message: str, limit: int = 400) -> str:
+    """A message as one short line: newlines folded, hostile lengths cut, secrets redacted."""
+    text = " ".join(redact_secrets(message).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -53,9 +53,9 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except RlwatchError as exc:
-        from rlwatch.errors import redact_secrets
+        from rlwatch.errors import one_line
 
-        typer.echo(f"rlwatch: error: {redact_secrets(str(exc))}", err=True)
+        typer.echo(f"rlwatch: error: {one_line(str(exc))}", err=True)
         raise typer.Exit(exc.exit_code) from None
 
 

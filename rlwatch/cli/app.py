@@ -91,9 +91,9 @@ class GuardedGroup(TyperGroup):
 
                 traceback.print_exc()
             if isinstance(exc, RlwatchError):
-                from rlwatch.errors import redact_secrets
+                from rlwatch.errors import one_line
 
-                typer.echo(f"rlwatch: error: {redact_secrets(str(exc))}", err=True)
+                typer.echo(f"rlwatch: error: {one_line(str(exc))}", err=True)
                 raise Exit(int(exc.exit_code)) from None
             typer.echo(unexpected(exc), err=True)
             raise Exit(int(ExitCode.FAILED)) from None
