@@ -57,12 +57,22 @@ def test_new_readers_match_the_old_one_on_real_logs(path: Path, tmp_path: Path) 
         assert any("last line incomplete, not read" in w for w in n.warnings)
 
 
+@pytest.mark.parametrize("arrow", [True, False], ids=["arrow", "no-pyarrow"])
 @pytest.mark.parametrize(
     "kind", ["console", "jsonl", "jsonl-spaced", "jsonl-nulls", "jsonl-strings", "flat-jsonl"]
 )
-def test_columnar_paths_match_the_old_reader_on_verl_shaped_logs(kind: str, tmp_path: Path) -> None:
-    """The Arrow/numpy block paths (taken on blocks of many plain lines) against the old
-    line-by-line reader, on logs in verl's shapes with hundreds of keys."""
+def test_columnar_paths_match_the_old_reader_on_verl_shaped_logs(
+    kind: str, arrow: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Arrow/numpy block paths (taken on blocks of many plain lines) and the fallbacks
+    used without pyarrow, against the old line-by-line reader, on logs in verl's shapes with
+    hundreds of keys."""
+    from rlwatch.sources.logs import _json, _verl
+
+    if not arrow:  # as if pyarrow were not installed
+        monkeypatch.setattr(_verl, "_ARROW", False)
+        monkeypatch.setattr(_json, "_VERL_ARROW", False)
+        monkeypatch.setattr(_json, "_ARROW_JSON", False)
     import importlib.util
     import json
     import sys

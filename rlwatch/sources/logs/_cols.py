@@ -3,6 +3,7 @@ was dropped and why. And the block reader every line format streams through."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from array import array
 from collections.abc import Iterator
@@ -234,6 +235,7 @@ class Cols:
         self.chunks, self.in_chunks = [], 0
 
     def frame(self, info: RunInfo) -> RunFrame:
+        """The run's frame; the rows move into it (the Cols is left empty, its tags kept)."""
         self._seal()
         chunks = self.chunks
         if not chunks:
@@ -242,19 +244,29 @@ class Cols:
                 info, self.tags, np.zeros(0, np.int32), np.zeros(0, np.int64), empty, empty
             )
 
-        def column(i: int) -> np.ndarray:
-            parts = [c[i] for c in chunks]
-            return parts[0] if len(parts) == 1 else np.concatenate(parts)
-
-        walls = [c[3] if c[3] is not None else np.full(len(c[2]), np.nan) for c in chunks]
-        return RunFrame.from_arrays(
-            info,
-            self.tags,
-            column(0),
-            column(1),
-            column(2),
-            walls[0] if len(walls) == 1 else np.concatenate(walls),
-        )
+        # one column at a time, each block's part dropped once copied: the peak is the rows
+        # once plus one column, not the rows twice
+        parts = [list(p) for p in zip(*chunks, strict=True)]
+        self.chunks, self.in_chunks = [], 0
+        del chunks
+        lens = [len(v) for v in parts[2]]
+        n = sum(lens)
+        walls = parts.pop(3)
+        out = []
+        for pieces in parts:
+            col = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+            pieces.clear()
+            out.append(col)
+        if all(w is None for w in walls):
+            wall = np.full(n, np.nan)
+        else:
+            wall = np.concatenate(
+                [
+                    w if w is not None else np.full(k, np.nan)
+                    for w, k in zip(walls, lens, strict=True)
+                ]
+            )
+        return RunFrame.from_arrays(info, self.tags, out[0], out[1], out[2], wall)
 
 
 def _numeric_text(s: str) -> bool:
@@ -313,6 +325,13 @@ class Blocks:
         self.partial = len(carry)
         if dropping:
             self.partial = 0
+
+
+def _system_pool(pa: object) -> None:
+    """Arrow's kernels allocate from the C allocator, which gives a block's temporaries back
+    when they are freed (mimalloc/jemalloc pools keep them: the peak resident grows)."""
+    with contextlib.suppress(Exception):  # an Arrow build without it: keep its pool
+        pa.set_memory_pool(pa.system_memory_pool())  # type: ignore[attr-defined]
 
 
 def lines(text: str) -> list[str]:

@@ -21,7 +21,7 @@ import numpy as np
 
 from rlwatch.errors import SourceError
 from rlwatch.sources._rows import STEP_KEYS
-from rlwatch.sources.logs._cols import Cols
+from rlwatch.sources.logs._cols import Cols, _system_pool
 
 try:  # optional: 3-5x faster JSON parsing; json is the fallback
     import orjson
@@ -419,6 +419,7 @@ def _verl_arrow() -> Any:
             import pyarrow as pa
             import pyarrow.compute as pc
 
+            _system_pool(pa)
             _VERL_ARROW = (pa, pc)
         except ImportError:  # pragma: no cover
             _VERL_ARROW = False
@@ -432,6 +433,7 @@ def _arrow_json() -> Any:
             import pyarrow as pa
             import pyarrow.json as pj
 
+            _system_pool(pa)
             _ARROW_JSON = (pa, pj)
         except ImportError:  # pragma: no cover - pyarrow ships with pandas' extras
             _ARROW_JSON = False

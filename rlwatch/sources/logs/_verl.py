@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from rlwatch.sources.logs._cols import Cols, lines
+from rlwatch.sources.logs._cols import Cols, _system_pool, lines
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 STEP_LINE = re.compile(r"step:(\d+) - ([^\n]*)")
@@ -291,6 +291,7 @@ def _arrow() -> Any:
             import pyarrow as pa
             import pyarrow.compute as pc
 
+            _system_pool(pa)
             _ARROW = (pa, pc)
         except ImportError:  # pragma: no cover - pyarrow ships with the test extras
             _ARROW = False
