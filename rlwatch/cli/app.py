@@ -112,6 +112,7 @@ app = typer.Typer(
     "Examples:\n\n"
     "  rlwatch diagnose runs/grpo     what went wrong; the CI gate\n\n"
     "  rlwatch tail runs/ --exit-on error     watch live; stop on trouble\n\n"
+    "  rlwatch diff runs/good runs/new     worse than a known-good run?\n\n"
     "  rlwatch metrics train.log     how the metric names were read\n\n"
     "  rlwatch rules explain EX03     what a rule checks and why\n\n"
     "Exit codes: 0 healthy, 1 a verdict at or above --fail-on fired, 2 rlwatch could not do "
