@@ -66,27 +66,29 @@ def test_replayed_broken_run_stops_at_the_error_step_inline_and_in_background(tm
     assert 183 <= stops[True] <= 184
 
 
-def _tiny(tmp_path):
+def _tiny(tmp_path, pretrain_steps=0):
     import tiny
 
     tiny.offline_env()
     tok = tiny.build_tokenizer()
-    model = tiny.build_lm(tok, seed=0)
+    # pre-trained (as the corpus' healthy runs): it ends its sentences instead of running to the
+    # completion cap, which the truncation rules rightly call unhealthy
+    model = tiny.build_lm(tok, seed=0, pretrain_steps=pretrain_steps)
     path = tmp_path / "model"
     model.save_pretrained(path)  # TRL builds its reference model from a path
     tok.save_pretrained(path)
     return tiny, tok, str(path)
 
 
-def _grpo(tmp_path, lr, steps, cb):
+def _grpo(tmp_path, lr, steps, cb, pretrain_steps=0):
     from trl import GRPOConfig, GRPOTrainer
 
-    tiny, tok, path = _tiny(tmp_path)
+    tiny, tok, path = _tiny(tmp_path, pretrain_steps)
     cfg = GRPOConfig(
         output_dir=str(tmp_path / "out"),
         per_device_train_batch_size=8,
         num_generations=4,
-        max_completion_length=8,
+        max_completion_length=24,
         learning_rate=lr,
         max_steps=steps,
         logging_steps=1,
@@ -109,7 +111,7 @@ def _grpo(tmp_path, lr, steps, cb):
     return tr
 
 
-def _dpo(tmp_path, lr, steps, cb):
+def _dpo(tmp_path, lr, steps, cb, pretrain_steps=0):
     from trl import DPOConfig, DPOTrainer
 
     tiny, tok, path = _tiny(tmp_path)
@@ -138,6 +140,7 @@ def _dpo(tmp_path, lr, steps, cb):
 
 
 TRAINERS = {"grpo": _grpo, "dpo": _dpo}
+PRETRAIN = 200
 
 
 @pytest.mark.slow
@@ -171,7 +174,7 @@ def test_healthy_run_trains_to_the_end_untouched(tmp_path, trainer):
 
     cb = RLWatchCallback(stop_on="error")
     steps = 6
-    tr = TRAINERS[trainer](tmp_path, 1e-5, steps, cb)
+    tr = TRAINERS[trainer](tmp_path, 1e-5, steps, cb, pretrain_steps=PRETRAIN)
     assert cb.stopped_by is None, [(c.kind, c.code) for c in cb.changes]
     assert tr.state.global_step == steps
     assert not cb.errors
