@@ -129,16 +129,24 @@ def main() -> None:
                 print("ray       skipped: ray is not importable (pip install 'rlwatch[ray]')")
                 return
             t_ray, rdoc = timed([str(d), "--executor", "ray", "--jobs", str(jobs)])
-            same = rdoc.splitlines()[: args.runs + 1] == doc.splitlines()[: args.runs + 1]
+            same = rdoc == doc
+            if not same:
+                diff = next(
+                    (a, b)
+                    for a, b in zip(rdoc.splitlines(), doc.splitlines(), strict=False)
+                    if a != b
+                )
+                print(f"          first difference: ray {diff[0]!r} vs pool {diff[1]!r}")
             print(
                 f"ray       {args.runs} runs, local Ray started by rlwatch: {t_ray:7.2f} s = "
                 f"{t_ray / base:5.1f}x one run; same report as the pool: {same}"
             )
             # a Ray that is already up (as on a cluster): start one, point RAY_ADDRESS at it
             tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+            ray_cli = [sys.executable, "-m", "ray.scripts.scripts"]
             up = subprocess.run(
                 [
-                    "ray",
+                    *ray_cli,
                     "start",
                     "--head",
                     f"--num-cpus={jobs}",
@@ -160,7 +168,7 @@ def main() -> None:
                     f" = {t_warm / base:5.1f}x one run ({1000 * t_warm / args.runs:.1f} ms/run)"
                 )
             finally:
-                subprocess.run(["ray", "stop", "--force"], capture_output=True)
+                subprocess.run([*ray_cli, "stop", "--force"], capture_output=True)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

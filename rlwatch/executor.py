@@ -363,8 +363,10 @@ def run_ray(
         ) from None
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False}
-        if not os.environ.get("RAY_ADDRESS") and jobs:
-            kwargs["num_cpus"] = jobs
+        if not os.environ.get("RAY_ADDRESS"):  # a local Ray for this command only
+            kwargs["include_dashboard"] = False
+            if jobs:
+                kwargs["num_cpus"] = jobs
         try:
             ray.init(**kwargs)
         except Exception as exc:
