@@ -75,10 +75,10 @@ def sniff(path: Path, head: str | None = None) -> str:
         return "python-dicts"
     if _text.sniff_kv(lines):
         return "kv-pairs"
+    first, *rest = FORMATS
     raise SourceError(
-        f"{path}: unrecognised log format (tried: "
-        f"{'; '.join(FORMATS.values())}); force one with --log-format, or give a regex "
-        "with --log-format 'regex:step (?P<step>\\d+) loss (?P<loss>\\S+)'"
+        f"{path}: unrecognised log format (tried: {FORMATS[first]}, {', '.join(rest)}); "
+        "force one with --log-format NAME, or --log-format 'regex:...' with a (?P<step>...) group"
     )
 
 
