@@ -297,22 +297,34 @@ class Watch:
                     f"resolved {STALL_CODE} {STALL_NAME}: step {state.last_step} arrived",
                 )
             )
-        for ch in state.evaluator.update(rows, state.info):
+        events += self._changes(state, state.evaluator.update(rows, state.info))
+        return events
+
+    def _changes(self, state: RunState, changes: list) -> list[Event]:
+        """Events for the evaluator's changes: a verdict fired (since a step, or for the steps
+        of an episode that already ended) or resolved."""
+        events = []
+        for ch in changes:
             v, ep = ch.verdict, ch.episode
             if ch.kind == "fired":
-                end = "" if v.state == "firing" and ep is v.episodes[-1] else f"-{ep.last_step}"
-                since = f"since step {ep.first_step}" if not end else f"steps {ep.first_step}{end}"
-                msg = f"{str(v.severity).upper()} {v.code} {v.name} {since}: {_human(ep.summary)}"
+                ongoing = v.state == "firing" and ep is v.episodes[-1]
+                when = (
+                    f"since step {ep.first_step}"
+                    if ongoing
+                    else f"steps {ep.first_step}-{ep.last_step}"
+                )
+                summary = _human(ep.summary)
+                msg = f"{str(v.severity).upper()} {v.code} {v.name} {when}: {summary}"
             else:
                 msg = (
                     f"resolved {v.code} {v.name}: steps {ep.first_step}-{ep.last_step} "
                     f"(at step {state.last_step})"
                 )
-            events.append(Event(ch.kind, name, msg, v))
+            events.append(Event(ch.kind, state.name, msg, v))
         return events
 
     def _idle(self, state: RunState, now: float) -> list[Event]:
-        events = []
+        events = self._changes(state, state.evaluator.tick())
         idle = now - state.last_change
         if not state.stale and idle >= self.stale_after:
             state.stale = True
@@ -368,7 +380,7 @@ class Watch:
                         "lo": h.lo if np.isfinite(h.lo) else None,
                         "hi": h.hi if np.isfinite(h.hi) else None,
                     }
-            firing = [v for v in st.evaluator.verdicts() if v.state == "firing"]
+            firing = [v for v in st.evaluator.verdicts(settle=False) if v.state == "firing"]
             if st.stalled is not None:
                 firing.append(st.stalled)
             firing.sort(key=lambda v: -int(Severity.parse(str(v.severity))))

@@ -17,6 +17,7 @@ and diagnose agree on every fixture and corpus run.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,7 @@ from rlwatch.engine.rules import Rule, RuleSet
 from rlwatch.frame import RunInfo
 
 MARGIN = 8  # extra logged values kept beyond the computed look-back
+WHOLE_SHARE = 9.0  # whole-history rules wait this many times their last cost between turns
 
 
 def lookback(node: Node) -> int | None:
@@ -167,6 +169,9 @@ class Evaluator:
         self.last_step: int | None = None
         self.state = {r.code: _RuleState() for r in self.rules}
         self.by_code = {r.code: r for r in self.rules}
+        self.whole = {r.code for r in self.rules if rule_lookback(r) is None}
+        self.pending: dict[str, int] = {}  # whole-history rule -> the first step to judge
+        self.due = 0.0
 
     # -- input ---------------------------------------------------------------------------
     def log(self, step: int, scalars: dict[str, float], wall_time: float | None = None) -> list:
@@ -233,7 +238,16 @@ class Evaluator:
         rules = [r for r in self.rules if any(m in touched for m in metrics_of(r.when))]
         if self.wall_rules and "wall_time" in rows:
             rules += [r for r in self.wall_rules if r not in rules]
+        # whole-history rules (a running best, an expanding median) cost what the run costs:
+        # they are judged when due (at most ~10% of the time), from their own last judged
+        # step, so no step is skipped -- only judged a little later
+        for r in rules:
+            if r.code in self.whole:
+                self.pending.setdefault(r.code, cutoff)
+                self.pending[r.code] = min(self.pending[r.code], cutoff)
+        rules = [r for r in rules if r.code not in self.whole]
         changes = self._evaluate(rules, cutoff) if rules else []
+        changes += self.tick()
         self._trim()
         return changes
 
@@ -446,11 +460,26 @@ class Evaluator:
             v.state, v.reason = "skipped", st.skipped or "no rows for its metrics yet"
         return v
 
+    def tick(self, *, force: bool = False) -> list[Change]:
+        """Judge the whole-history rules that have new steps, if due (or `force`)."""
+        if not self.pending or (not force and time.monotonic() < self.due):
+            return []
+        pending, self.pending = self.pending, {}
+        t0 = time.monotonic()
+        rules = [self.by_code[c] for c in pending]
+        changes = self._evaluate(rules, min(pending.values()))
+        cost = time.monotonic() - t0
+        self.due = time.monotonic() + WHOLE_SHARE * cost
+        return changes
+
     def verdict(self, code: str) -> Verdict:
         return self._verdict(self.by_code[code])
 
-    def verdicts(self) -> list[Verdict]:
-        """Every rule's verdict so far, with all its episodes (the shape diagnose reports)."""
+    def verdicts(self, *, settle: bool = True) -> list[Verdict]:
+        """Every rule's verdict so far, with all its episodes (the shape diagnose reports);
+        `settle` first judges whole-history rules still waiting for their turn."""
+        if settle:
+            self.tick(force=True)
         return [self._verdict(r) for r in self.rules]
 
     def memory(self) -> int:
