@@ -146,6 +146,7 @@ class Evaluator:
         self.evaluations = 0  # rule evaluations so far (an idle update adds none)
         self.reads: dict[str, list[Rule]] = {}
         self.keep: dict[str, int | None] = {}
+        self.bounded: dict[str, int] = {}
         self.head_n: dict[str, int] = {}
         self.wall_rules: list[Rule] = []
         for rule in self.rules:
@@ -154,6 +155,8 @@ class Evaluator:
                 self.reads.setdefault(m, []).append(rule)
                 old = self.keep.get(m, 0)
                 self.keep[m] = None if lb is None or old is None else max(old, lb + MARGIN)
+                if lb is not None:  # what the bounded rules alone need of it
+                    self.bounded[m] = max(self.bounded.get(m, 0), lb + MARGIN)
             for m, n in _head_of(rule.when).items():
                 self.head_n[m] = max(self.head_n.get(m, 0), n)
             if _uses_wall(rule.when):
@@ -295,12 +298,17 @@ class Evaluator:
             self.wall.trim(4)
 
     # -- evaluation ----------------------------------------------------------------------
-    def _context(self, cutoff: int) -> Context:
+    def _context(self, cutoff: int, whole: bool = False) -> Context:
         """Every kept metric from `keep` values before the cutoff to the end."""
         parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for m, col in {**self.check_cols, **self.cols}.items():
             i = int(np.searchsorted(col.steps, cutoff, side="left"))
-            lo = col.start(i, self.keep.get(m)) if m in self.cols else 0
+            if m not in self.cols:
+                lo = 0
+            elif whole:  # whole-history rules: every kept value
+                lo = col.start(i, self.keep.get(m))
+            else:  # bounded rules: only what they look back on, even of a fully kept metric
+                lo = col.start(i, self.bounded.get(m, MARGIN))
             parts[m] = (col.steps[lo:], col.values[lo:])
         union = (
             np.unique(np.concatenate([s for s, _ in parts.values()]))
@@ -350,7 +358,7 @@ class Evaluator:
             r.code: min(cutoff, j) if (j := self.state[r.code].judged) is not None else cutoff
             for r in rules
         }
-        ctx = self._context(min(cuts.values()))
+        ctx = self._context(min(cuts.values()), whole=any(r.code in self.whole for r in rules))
         framework = self.info.framework if self.info is not None else None
         changes = []
         for rule in rules:
