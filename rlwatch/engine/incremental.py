@@ -134,6 +134,7 @@ class _RuleState:
     metrics: dict[str, str] = field(default_factory=dict)
     evaluated: bool = False
     judged: int | None = None  # the last signal step judged
+    n_run: int = 0  # signal steps of the run when last judged
 
 
 class Evaluator:
@@ -173,6 +174,7 @@ class Evaluator:
         self.state = {r.code: _RuleState() for r in self.rules}
         self.by_code = {r.code: r for r in self.rules}
         self.whole = {r.code for r in self.rules if rule_lookback(r) is None}
+        self._before: dict[str, int] = {}
         self.pending: dict[str, int] = {}  # whole-history rule -> the first step to judge
         self.due = 0.0
 
@@ -301,6 +303,7 @@ class Evaluator:
     def _context(self, cutoff: int, whole: bool = False) -> Context:
         """Every kept metric from `keep` values before the cutoff to the end."""
         parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        cut = False
         for m, col in {**self.check_cols, **self.cols}.items():
             i = int(np.searchsorted(col.steps, cutoff, side="left"))
             if m not in self.cols:
@@ -310,6 +313,12 @@ class Evaluator:
             else:  # bounded rules: only what they look back on, even of a fully kept metric
                 lo = col.start(i, self.bounded.get(m, MARGIN))
             parts[m] = (col.steps[lo:], col.values[lo:])
+            # finite values of the run before this window (short-run rules count a run's logs)
+            self._before[m] = getattr(col, "n_dropped", 0) + int(
+                np.count_nonzero(np.isfinite(col.values[:lo]))
+            )
+            if lo > 0 and m in self.head_n:
+                cut = True  # the window starts after the run's first values
         union = (
             np.unique(np.concatenate([s for s, _ in parts.values()]))
             if parts
@@ -324,7 +333,7 @@ class Evaluator:
             if bad.any():
                 nonfinite[m] = s[bad]
         wide = pd.DataFrame(matrix, index=pd.Index(union, name="step"), columns=list(parts))
-        trimmed = any(c.dropped for c in self.cols.values())
+        trimmed = cut or any(c.dropped for c in self.cols.values())
         early = None
         if trimmed and self.heads:
             early = self._early()
@@ -358,6 +367,11 @@ class Evaluator:
             r.code: min(cutoff, j) if (j := self.state[r.code].judged) is not None else cutoff
             for r in rules
         }
+        for r in rules:  # early in a run verdicts depend on its length so far: judged again
+            cols = [self.cols[m] for m in r.when.metrics() if m in self.cols]
+            whole_run = cols and not any(c.dropped for c in cols)
+            if whole_run and self.state[r.code].n_run < 2 * max(r.for_, r.when.head() + 1) + 2:
+                cuts[r.code] = -(2**62)
         ctx = self._context(min(cuts.values()), whole=any(r.code in self.whole for r in rules))
         framework = self.info.framework if self.info is not None else None
         changes = []
@@ -402,7 +416,7 @@ class Evaluator:
         steps = sig.steps
         held = _held(mask)
         # the same minimum evidence as diagnose: counted over the run's logs, not the window
-        gone = max((self.cols[m].n_dropped for m in sig.metrics if m in self.cols), default=0)
+        gone = max((self._before.get(m, 0) for m in sig.metrics), default=0)
         active = held >= short_run_for(rule.for_, np.arange(mask.size) + gone)
         idx = np.arange(mask.size)
         last_active = np.maximum.accumulate(np.where(active, idx, -(10**9)))
@@ -443,6 +457,10 @@ class Evaluator:
         st.firing = bool(firing[-1]) if firing.size else False
         if steps.size:
             st.judged = int(steps[-1])
+        cols = [self.cols[m] for m in sig.metrics if m in self.cols]
+        st.n_run = max(
+            (c.n_dropped + int(np.count_nonzero(np.isfinite(c.values))) for c in cols), default=0
+        )
 
     # -- output --------------------------------------------------------------------------
     def _ep(self, rule: Rule, e: _Ep) -> Episode:

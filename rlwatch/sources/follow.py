@@ -25,6 +25,7 @@ from rlwatch.errors import RlwatchError, UsageError
 from rlwatch.frame import RunFrame
 
 CATCH_UP = 16 << 20  # bytes of an event file read per poll while catching up (memory stays flat)
+MAX_STAMPED_DIRS = 2000  # folders whose mtimes are checked each poll for new runs
 REDISCOVER = 5.0  # seconds between two looks for new runs under a folder (once a run is found)
 
 
@@ -139,7 +140,15 @@ class Follower:
         return not self.seen
 
     def _dir_stamp(self) -> tuple:
+        """Modification times of the folders below the target (a new file or folder anywhere
+        changes one of them); only the known runs' folders when there are very many."""
         dirs = {str(self.target)}
+        if self.target.is_dir():
+            for n, (d, subdirs, _files) in enumerate(os.walk(self.target, followlinks=False)):
+                dirs.add(d)
+                dirs.update(os.path.join(d, x) for x in subdirs)
+                if n > MAX_STAMPED_DIRS:
+                    break
         for run in self.runs.values():
             dirs.update(str(p.parent) for p in run.found.paths)
         return tuple(sorted((d, _stat(Path(d))) for d in dirs))
