@@ -141,34 +141,40 @@ def main() -> None:
                 f"ray       {args.runs} runs, local Ray started by rlwatch: {t_ray:7.2f} s = "
                 f"{t_ray / base:5.1f}x one run; same report as the pool: {same}"
             )
-            # a Ray that is already up (as on a cluster): start one, point RAY_ADDRESS at it
-            tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
-            ray_cli = [sys.executable, "-m", "ray.scripts.scripts"]
-            up = subprocess.run(
+            # a Ray that is already up (as on a cluster): this bench's own head, held by a
+            # helper process; closing its stdin shuts down that cluster only
+            holder = subprocess.Popen(
                 [
-                    *ray_cli,
-                    "start",
-                    "--head",
-                    f"--num-cpus={jobs}",
-                    "--include-dashboard=false",
-                    f"--temp-dir={tmp}",
-                    "--disable-usage-stats",
+                    sys.executable,
+                    "-c",
+                    "import sys, ray\n"
+                    f"ray.init(num_cpus={jobs}, include_dashboard=False, log_to_driver=False)\n"
+                    "print(ray.get_runtime_context().gcs_address, flush=True)\n"
+                    "sys.stdin.read()\n"
+                    "ray.shutdown()\n",
                 ],
-                capture_output=True,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
                 text=True,
-                env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+                env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"},
             )
-            if up.returncode != 0:
-                print(f"ray       (running cluster) skipped: ray start failed: {up.stderr[-300:]}")
-                return
+            assert holder.stdout is not None and holder.stdin is not None
+            address = holder.stdout.readline().strip()
             try:
-                t_warm, _ = timed([str(d), "--executor", "ray"], env={"RAY_ADDRESS": "auto"})
+                if not address:
+                    print("ray       (running cluster) skipped: the Ray head did not start")
+                    return
+                t_warm, _ = timed(
+                    [str(d), "--executor", "ray"],
+                    env={"RAY_ADDRESS": address, "RAY_AUTH_MODE": "disabled"},
+                )
                 print(
                     f"ray       {args.runs} runs on a running Ray (RAY_ADDRESS): {t_warm:7.2f} s"
                     f" = {t_warm / base:5.1f}x one run ({1000 * t_warm / args.runs:.1f} ms/run)"
                 )
             finally:
-                subprocess.run([*ray_cli, "stop", "--force"], capture_output=True)
+                holder.stdin.close()
+                holder.wait(timeout=120)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
