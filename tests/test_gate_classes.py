@@ -466,3 +466,17 @@ def test_a_bad_port_is_a_usage_error() -> None:
         r = runner.invoke(app, ["diagnose", "mlflow:x", "--tracking-uri", f"http://h:{port}"])
         contract(r, codes=(2,))
         assert "port" in r.stderr or "not an http" in r.stderr
+
+
+def test_wandb_unreachable_is_said_fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+    t0 = time.perf_counter()
+    r = runner.invoke(app, ["diagnose", "wandb:team/rl/abc"])
+    contract(r, codes=(2,))
+    assert "unreachable" in r.stderr and time.perf_counter() - t0 < 20
+    assert "k" * 40 not in r.output

@@ -34,19 +34,48 @@ def parse(target: str) -> str | None:
     return None
 
 
+def _probe(base: str, timeout: float = 5.0) -> None:
+    """Fail fast and clearly when the W&B server cannot be reached at all, or no key is set."""
+    import socket
+    import urllib.parse
+
+    from rlwatch.errors import register_secret, register_secret_uri
+
+    register_secret_uri(base)
+    register_secret(os.environ.get("WANDB_API_KEY"))
+    p = urllib.parse.urlsplit(base)
+    try:
+        port = p.port or (443 if p.scheme == "https" else 80)
+    except ValueError:
+        raise UsageError(f"WANDB_BASE_URL {base}: bad port (1-65535)") from None
+    if not p.hostname:
+        raise UsageError(f"WANDB_BASE_URL {base}: not an http(s) URL")
+    try:
+        socket.create_connection((p.hostname, port), timeout=timeout).close()
+    except OSError as exc:
+        raise SourceError(
+            f"W&B at {base} unreachable ({exc.strerror or type(exc).__name__}) — check "
+            "WANDB_BASE_URL and the network"
+        ) from None
+    if not os.environ.get("WANDB_API_KEY") and not os.path.exists(os.path.expanduser("~/.netrc")):
+        raise SourceError(f"W&B at {base}: no API key — set WANDB_API_KEY (or run `wandb login`)")
+
+
 def _fetch(path: str) -> tuple[Any, list[dict[str, Any]]]:
     os.environ.setdefault("WANDB_SILENT", "true")
     import wandb
     from wandb import errors
 
     base = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")
+    _probe(base)  # unreachable is said at once, not after the client's retries
     try:
         api = wandb.Api(timeout=15)
         run = api.run(path)
         rows = list(run.scan_history(page_size=10_000))
     except errors.AuthenticationError:
         raise SourceError(
-            f"W&B at {base} refused the credentials; set WANDB_API_KEY (or run `wandb login`)"
+            f"W&B at {base} refused the credentials (bad API key); set WANDB_API_KEY (or run "
+            "`wandb login`)"
         ) from None
     except (errors.CommError, errors.Error, ValueError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
