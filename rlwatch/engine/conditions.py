@@ -653,12 +653,25 @@ class Sustained(Node):
     'firing'
     >>> state(when, clip_frac="0 0.3 0 0.01 0 0.02 0 0.3 0 0.01")
     'ok'
+
+    `among`: count only the logs where that condition holds (the points that measured
+    something): with num_iterations=3, clip ratios above 20% on half of the non-zero logs.
+
+    >>> when = ("sustained: {of: {threshold: {metric: clip_frac, above: 0.2}}, fraction: 0.5, "
+    ...         "window: 6, among: {threshold: {metric: clip_frac, above: 0}}}")
+    >>> state(when, clip_frac="0 0.3 0.1 0 0.25 0.3 0 0.1 0.3 0 0.3 0.1")
+    'firing'
+    >>> state(when, clip_frac="0 0.3 0.1 0 0.05 0.1 0 0.1 0.3 0 0.02 0.1")
+    'ok'
     """
 
     of: Node = param("cond", doc="the inner condition")  # noqa: RUF009
     fraction: float = param("pos", required=True, high=1.0, doc="share of the window's logs")
     window: int = param("int", required=True, doc="the last logs counted")
     min_points: int | None = param("int", doc="logs needed before it counts (default window)")
+    among: Node | None = param(  # noqa: RUF009
+        "cond", required=False, doc="count only the logs where this holds (e.g. measured, > 0)"
+    )
 
     def lookback(self) -> int | None:
         inner = self.of.lookback()
@@ -666,11 +679,27 @@ class Sustained(Node):
 
     def signal(self, ctx: Context) -> Signal:
         inner = evaluate(ctx, self.of)
-        frac, n = robust.window_fraction(inner.mask, self.window)
+        steps, hit = inner.steps, inner.mask
+        if self.among is not None:  # a log that measured nothing (exactly 0) is not present
+            sel = evaluate(ctx, self.among)
+            pos = np.searchsorted(sel.steps, steps)
+            ok = (pos < sel.steps.size) & (sel.steps[np.minimum(pos, sel.steps.size - 1)] == steps)
+            present = np.zeros(steps.size, bool)
+            present[ok] = sel.mask[pos[ok]]
+        else:
+            present = np.ones(steps.size, bool)
+        idx = np.flatnonzero(present)
+        f_sub, n_sub = robust.window_fraction(hit[idx], self.window)
+        # each log carries the share of its latest present window (nothing before the first)
+        last = np.searchsorted(idx, np.arange(steps.size), side="right") - 1
+        valid = last >= 0
+        frac = np.where(valid, f_sub[np.maximum(last, 0)] if idx.size else np.nan, np.nan)
+        n = np.where(valid, n_sub[np.maximum(last, 0)] if idx.size else 0.0, 0.0)
         need = min(self.window, self.min_points or self.window)
-        mask = (n >= need) & (frac >= self.fraction - 1e-12)
+        with np.errstate(invalid="ignore"):
+            mask = (n >= need) & (frac >= self.fraction - 1e-12) & present
         observed = {**inner.observed, "fraction": frac}
-        return Signal(inner.steps, mask, observed, inner.peak, inner.peak_max, inner.metrics)
+        return Signal(steps, mask, observed, inner.peak, inner.peak_max, inner.metrics)
 
 
 @kind("off_best", observed=("value", "level", "best", "change", "z"), one_of=("drop", "rise"))
@@ -691,6 +720,15 @@ class OffBest(Node):
     'ok'
     >>> state(when, reward_mean="0.1 -0.1 0.05 -0.05 0.1 0 -0.1 0.08 -0.06 0.02 -0.1x5")
     'ok'
+
+    `best_of_first: N`: the raw values of the first N logs count as levels too, so a run
+    broken by its very first update (reward 0.71 on the initial policy, then 0) has a baseline.
+
+    >>> when = "off_best: {metric: reward_mean, drop: 0.5, min_z: 3, best_of_first: 10}"
+    >>> state(when, reward_mean="0.71 0.08 0.21 0 0 0 0 0 0 0 0 0.05 0.1 0.05x10")
+    'firing'
+    >>> state(when, reward_mean="0.4 0.2 0.3 0.25 0.1 0.3 0.2 0.35 0.15 0.3 0.2 0.3 0.25 0.35")
+    'ok'
     """
 
     metric: str = param("metric", doc="the metric watched")
@@ -701,9 +739,15 @@ class OffBest(Node):
     min_periods: int = param("int", 5, doc="logs before it may fire")
     min_delta: float = param("num", 0.0, doc="smallest absolute change that counts")
     min_z: float | None = param("pos", doc="smallest change in robust sigmas")
+    best_of_first: int | None = param(
+        "int", doc="the raw values of the first N logs count as levels too (the initial policy)"
+    )
 
     def lookback(self) -> int | None:
         return None  # the best level so far: a running aggregate over the whole run
+
+    def head(self) -> int:
+        return self.best_of_first or 0
 
     def signal(self, ctx: Context) -> Signal:
         metric, k, window, min_periods = self.metric, self.smooth, self.window, self.min_periods
@@ -712,6 +756,10 @@ class OffBest(Node):
         falls = self.drop is not None
         level = ctx.by_segment(v, s.steps, lambda x: _trailing_median(x, k))
         prior = _shift(level, 1)
+        if self.best_of_first is not None:  # a run broken by its first update: the first logs
+            first = np.full(v.size, np.nan)  # (rollouts of the initial policy) are a level too
+            first[: self.best_of_first] = v[: self.best_of_first]
+            prior = np.fmax(prior, _shift(first, 1)) if falls else np.fmin(prior, _shift(first, 1))
         best = ctx.by_segment(prior, s.steps, lambda x: robust.best_so_far(x, falls))
         sigma = ctx.by_segment(
             v, s.steps, lambda x: robust.prior_median_mad(x, window, min_periods)[1]
@@ -720,6 +768,8 @@ class OffBest(Node):
         idx = np.arange(v.size)
         at_best = np.maximum.accumulate(np.where(prior == best, idx, 0))
         sigma = np.fmin(sigma, sigma[at_best])
+        if self.best_of_first is not None:  # a raw early value is judged in the early noise
+            sigma = np.fmax(sigma, robust.head_sigma(v, self.best_of_first))
         gap = (best - level) if falls else (level - best)
         rel = self.drop if falls else self.rise
         with np.errstate(invalid="ignore", divide="ignore"):

@@ -113,7 +113,7 @@ class Node:
     def children(self) -> Iterator[Node]:
         for p in self.PARAMS:
             v = getattr(self, p.name)
-            if p.type == "cond":
+            if p.type == "cond" and v is not None:  # an optional sub-condition may be absent
                 yield v
             elif p.type == "conds":
                 yield from v
@@ -125,7 +125,7 @@ class Node:
             v = getattr(self, p.name)
             if p.type == "metric" and v is not None:
                 out.append(v)
-            elif p.type in ("cond", "conds"):
+            elif p.type in ("cond", "conds") and v is not None:
                 for c in [v] if p.type == "cond" else v:
                     out += c.metrics()
         return out
@@ -145,7 +145,8 @@ class Node:
         for p in self.PARAMS:
             v = getattr(self, p.name)
             if p.type == "cond":
-                out[p.name] = v.to_spec(defaults=defaults)
+                if v is not None:
+                    out[p.name] = v.to_spec(defaults=defaults)
             elif p.type == "conds":
                 return {self.KIND: [c.to_spec(defaults=defaults) for c in v]}
             elif p.type == "range" and v is not None:

@@ -73,6 +73,24 @@ def prior_median_mad(v: np.ndarray, window: int, min_periods: int) -> tuple[np.n
     return med, mad
 
 
+def head_sigma(v: np.ndarray, n: int) -> np.ndarray:
+    """At each position, the robust sigma of the first `n` values logged so far (the values up
+    to that position, at most `n`): the noise of the run's first logs."""
+    x = np.asarray(v, dtype=float)
+    out = np.full(x.size, np.nan)
+    for i in range(min(n, x.size)):
+        head = x[: i + 1]
+        head = head[~np.isnan(head)]
+        if head.size < 2:
+            continue
+        dev = np.abs(head - np.median(head))
+        d = MAD_TO_SIGMA * np.median(dev)
+        out[i] = d if d > 0 else MEAN_AD_TO_SIGMA * float(np.mean(dev))
+    if x.size > n and n > 0:
+        out[n:] = out[n - 1]
+    return out
+
+
 def best_so_far(level: np.ndarray, higher_is_better: bool = True) -> np.ndarray:
     """The best finite `level` reached at or before each position (NaN before the first)."""
     x = np.asarray(level, dtype=float)
