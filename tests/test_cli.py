@@ -146,3 +146,23 @@ def test_no_color_and_no_tty_give_plain_text() -> None:
     env = {**os.environ, "NO_COLOR": "1", "FORCE_COLOR": ""}
     r = rlwatch("diagnose", str(FIXTURES / "truncated"), env=env)
     assert r.returncode == 0 and "\x1b[" not in r.stdout and "\x1b[" not in r.stderr
+
+
+def test_piped_output_is_not_wrapped_unless_columns_says_so() -> None:
+    """Piped (not a TTY) text output keeps each line whole, for grep and CI logs; $COLUMNS wins."""
+    import os
+    import subprocess
+    import sys
+
+    fsdp = Path(__file__).resolve().parents[1] / "fixtures" / "verl-gpg-math-qwen2-7b-fsdp"
+    cmd = [sys.executable, "-m", "rlwatch", "diagnose", str(fsdp), "--exit-zero"]
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    piped = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120).stdout
+    assert max(map(len, piped.splitlines())) > 100
+    assert any(
+        "is 3.6% of its early level, and the damage shows" in ln for ln in piped.splitlines()
+    )
+    narrow = subprocess.run(
+        cmd, capture_output=True, text=True, env={**env, "COLUMNS": "80"}, timeout=120
+    ).stdout
+    assert max(map(len, narrow.splitlines())) <= 80

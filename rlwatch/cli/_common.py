@@ -81,10 +81,20 @@ def report_skipped(skipped: list) -> None:
         typer.echo(f"rlwatch: skipped {redact_secrets(text)}", err=True)
 
 
+PIPED_WIDTH = 1000  # piped output is read by programs and grep: lines are not wrapped
+
+
 def stdout_console():
+    """Results: the terminal's width on a TTY; piped, `$COLUMNS` if set, else no wrapping."""
+    import os
+    import sys
+
     from rich.console import Console
 
-    return Console(highlight=False, **_plain())
+    width = None
+    if not sys.stdout.isatty() and not os.environ.get("COLUMNS"):
+        width = PIPED_WIDTH
+    return Console(highlight=False, width=width, **_plain())
 
 
 def stderr_console():
