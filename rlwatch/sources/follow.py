@@ -140,18 +140,22 @@ class Follower:
         return not self.seen
 
     def _dir_stamp(self) -> tuple:
-        """Modification times of the folders below the target (a new file or folder anywhere
-        changes one of them); only the known runs' folders when there are very many."""
+        """Modification times and file names of the folders below the target (a new file or
+        folder anywhere changes one of them); only the known runs' folders when there are very
+        many. The names are listed anyway by the walk and make the stamp exact where folder
+        mtimes are coarse (a file created in the tick of the folder's last change)."""
         dirs = {str(self.target)}
+        names: list[tuple[str, tuple[str, ...]]] = []
         if self.target.is_dir():
-            for n, (d, subdirs, _files) in enumerate(os.walk(self.target, followlinks=False)):
+            for n, (d, subdirs, files) in enumerate(os.walk(self.target, followlinks=False)):
                 dirs.add(d)
                 dirs.update(os.path.join(d, x) for x in subdirs)
+                names.append((d, tuple(sorted(files))))
                 if n > MAX_STAMPED_DIRS:
                     break
         for run in self.runs.values():
             dirs.update(str(p.parent) for p in run.found.paths)
-        return tuple(sorted((d, _stat(Path(d))) for d in dirs))
+        return (tuple(sorted((d, _stat(Path(d))) for d in dirs)), tuple(sorted(names)))
 
     def _discover(self) -> None:
         from rlwatch.sources import discover
