@@ -237,18 +237,26 @@ def sniff_notebook(head: str) -> bool:
 # -- custom trainers: `Name: number` pairs with a step counter -----------------------------
 NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])|[-+]?(?:nan|inf)(?!\w)"
 PAIR = re.compile(rf"(?<![\w/.@\[\]-])([A-Za-z_][\w/.@\-]*)\s*[:=]\s*({NUM})", re.I)
+# blanks between a counter's label and its number: bounded, so a label followed by a megabyte of
+# blanks and no number is given up in constant time (an unbounded \s* backtracks through them all)
+SP = r"\s{0,64}"
 COUNTERS = (
     # (120/9751) -- a step out of the total, after an epoch counter
     re.compile(r"\((\d+)\s*/\s*\d+\)"),
     # step 120, Step: 120, global_step=120, [Step 120/1000], iter 120, iteration: 120
+    # = (?<![\w/])(?:global[_ ]?)?(?:step|iter|iteration)\b..., written to start with a character
+    # class (g, s or i) so the regex engine skips to candidate characters instead of trying the
+    # look-behind at every position of the line (7x faster on a long line without a counter)
     re.compile(
-        r"(?<![\w/])(?:global[_ ]?)?(?:step|iter|iteration)\b\s*(?:[:=#]\s*)?(?:\[\s*)?(\d+)", re.I
+        r"[gsi](?<![\w/].)(?:(?<=g)lobal[_ ]?[si]|)(?:(?<=s)tep|(?<=i)ter|(?<=i)teration)\b"
+        rf"{SP}(?:[:=#]{SP})?(?:\[{SP})?(\d+)",
+        re.I,
     ),
     # [120/9751] not preceded by an epoch label
-    re.compile(r"(?<!epoch)(?<!epoch:)(?<!epoch: )\[(\d+)\s*/\s*\d+\]", re.I),
+    re.compile(r"\[(?<!epoch\[)(?<!epoch:\[)(?<!epoch: \[)(\d+)\s*/\s*\d+\]", re.I),
 )
 COUNTER_NAMES = {"step", "global_step", "globalstep", "iter", "iteration"}
-EPOCH = re.compile(r"epoch\s*(?:[:=]\s*)?(?:\[\s*)?(\d+)\s*/\s*\d+", re.I)
+EPOCH = re.compile(rf"epoch{SP}(?:[:=]{SP})?(?:\[{SP})?(\d+)\s*/\s*\d+", re.I)
 
 
 class KeyValues:
