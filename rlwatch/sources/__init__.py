@@ -141,17 +141,22 @@ def _kind_of_special(mode: int) -> str | None:
     return None
 
 
-def check_readable_file(path: Path) -> None:
-    """Refuse, before any read, what is not a regular readable file (FIFO, device, socket,
-    dangling symlink, no permission)."""
+def _stat(path: Path, missing: Exception) -> os.stat_result:
+    """os.stat, with a dangling symlink, `missing` and other OS errors said in one line."""
     try:
-        st = os.stat(path)
+        return os.stat(path)
     except FileNotFoundError:
         if os.path.islink(path):
             raise SourceError(f"{path}: dangling symlink (it points at nothing)") from None
-        raise SourceError(f"{path}: no such file or directory") from None
+        raise missing from None
     except OSError as exc:
         raise SourceError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def check_readable_file(path: Path) -> None:
+    """Refuse, before any read, what is not a regular readable file (FIFO, device, socket,
+    dangling symlink, no permission)."""
+    st = _stat(path, SourceError(f"{path}: no such file or directory"))
     special = _kind_of_special(st.st_mode)
     if special is not None or stat.S_ISDIR(st.st_mode):
         what = special or "a directory"
@@ -204,14 +209,7 @@ def discover(target: str | os.PathLike[str], log_format: str | None = None) -> D
 
     path = Path(target)
     out = Discovery()
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        if os.path.islink(path):
-            raise SourceError(f"{path}: dangling symlink (it points at nothing)") from None
-        raise UsageError(f"{path}: no such file or directory (accepted: {ACCEPTED})") from None
-    except OSError as exc:
-        raise SourceError(f"{path}: cannot read ({exc.strerror})") from None
+    st = _stat(path, UsageError(f"{path}: no such file or directory (accepted: {ACCEPTED})"))
     if not stat.S_ISDIR(st.st_mode):
         check_readable_file(path)
         kind = "log" if log_format is not None else _file_kind(path)
