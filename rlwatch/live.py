@@ -38,10 +38,6 @@ KEY_METRICS = (
     "val_score",
 )
 HISTORY = 64  # sparkline buckets kept per key metric (older steps merged pairwise)
-STALL_FACTOR = 10.0  # a run with no new step for this many median step intervals is stalled
-STALL_FLOOR = 120.0  # ... and for at least this many seconds
-STALL_CODE = "TM00"
-STALL_NAME = "throughput.stalled"
 
 
 @dataclass
@@ -109,9 +105,11 @@ class RunState:
     walls: list[float] = field(default_factory=list)  # wall time of the recent last steps
     history: dict[str, History] = field(default_factory=dict)
     stale: bool = False
-    stalled: Verdict | None = None
     new_at: float = 0.0  # when (our clock) the last new step arrived
-    lag: float = 0.0  # how old that step already was then (first poll only)
+    # how old the steps found at tail's start already were, when their writer is known to be
+    # alive (a process here holds a file open for writing); None: not known, so the time since
+    # they were written is not counted (a finished or copied run is not stalled)
+    lag: float | None = 0.0
     rows_kept: list[pd.DataFrame] = field(default_factory=list)  # only with keep_rows
 
     def rate(self) -> float | None:
@@ -121,10 +119,24 @@ class RunState:
             return None
         return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0]) * 60
 
-    def median_interval(self) -> float | None:
-        w = np.diff(np.asarray(self.walls[-65:], dtype=float))
-        w = w[np.isfinite(w) & (w > 0)]
-        return float(np.median(w)) if w.size >= 3 else None
+    def judge_stall(self, now: float) -> list:
+        """The clock rules (`stalled`) judged now: on the run's wall clock (the last step's
+        wall time plus the time since it arrived, or since it was written when it was already
+        there at tail's start), or on tail's clock of step arrivals for a source without
+        wall times."""
+        ev = self.evaluator
+        if not ev.clock_rules:
+            return []
+        # no step arrived while following and no writer seen (lag None): the run is judged
+        # at its latest record, as diagnose judges files
+        since = 0.0 if self.lag is None else now - self.new_at + self.lag
+        if ev.wall.steps.size:
+            at = float(np.nanmax(ev.wall.values)) + since
+            return ev.at(at)
+        pts = self.steps_seen
+        steps = np.asarray([p[1] for p in pts], dtype=np.int64)
+        times = np.asarray([p[0] for p in pts], dtype=float)
+        return ev.at(now, (steps, times))
 
 
 class Watch:
@@ -138,16 +150,15 @@ class Watch:
         log_format: str | None = None,
         tracking_uri: str | None = None,
         stale_after: float = 300.0,
-        stall_factor: float = STALL_FACTOR,
-        stall_floor: float = STALL_FLOOR,
+        stall_factor: float | None = None,
+        stall_floor: float | None = None,
         keep_rows: bool = False,
         clock: Any = time.time,
     ):
         from rlwatch.sources.follow import follow
 
-        self.rules = rules
+        self.rules = stall_overrides(rules, stall_factor, stall_floor)
         self.stale_after = stale_after
-        self.stall_factor, self.stall_floor = stall_factor, stall_floor
         self.keep_rows = keep_rows
         self.clock = clock
         self.followers = [(t, follow(t, log_format, tracking_uri)) for t in targets]
@@ -271,7 +282,7 @@ class Watch:
             state.walls.append(float(np.nanmax(at)) if np.isfinite(at).any() else now)
             state.new_at = now
             first = len(state.steps_seen) == 0
-            state.lag = max(0.0, now - state.walls[-1]) if first else 0.0
+            state.lag = _found_lag(state.info, state.walls[-1], now) if first else 0.0
             del state.walls[:-80]
             state.steps_seen.append((now, state.last_step))
             del state.steps_seen[:-40]
@@ -288,16 +299,9 @@ class Watch:
         if state.stale:
             state.stale = False
             events.append(Event("active", name, f"active again at step {state.last_step}"))
-        if state.stalled is not None and new_step:
-            state.stalled = None
-            events.append(
-                Event(
-                    "resolved",
-                    name,
-                    f"resolved {STALL_CODE} {STALL_NAME}: step {state.last_step} arrived",
-                )
-            )
         events += self._changes(state, state.evaluator.update(rows, state.info))
+        if new_step:
+            events += self._changes(state, state.judge_stall(now))
         return events
 
     def _changes(self, state: RunState, changes: list) -> list[Event]:
@@ -335,23 +339,9 @@ class Watch:
                     f"stale: no update for {ago(idle)} (last step {state.last_step})",
                 )
             )
-        med = state.median_interval()
-        if state.stalled is None and med is not None:
-            # from when the last step arrived; a step already there when tail started counts
-            # from its own wall time (the run may have stalled before tail was started)
-            since = now - state.new_at + state.lag
-            if since >= max(self.stall_factor * med, self.stall_floor):
-                v = stall_verdict(state.name, state.last_step, since, med, self.stall_factor)
-                state.stalled = v
-                events.append(
-                    Event(
-                        "fired",
-                        state.name,
-                        f"{str(v.severity).upper()} {v.code} {v.name} since step "
-                        f"{state.last_step}: {v.episodes[0].summary}",
-                        v,
-                    )
-                )
+        # from when the last step arrived; a step already there when tail started counts
+        # from its own wall time (the run may have stalled before tail was started)
+        events += self._changes(state, state.judge_stall(now))
         return events
 
     # -- views --------------------------------------------------------------------------
@@ -381,8 +371,6 @@ class Watch:
                         "hi": h.hi if np.isfinite(h.hi) else None,
                     }
             firing = [v for v in st.evaluator.verdicts(settle=False) if v.state == "firing"]
-            if st.stalled is not None:
-                firing.append(st.stalled)
             firing.sort(key=lambda v: -int(Severity.parse(str(v.severity))))
             runs.append(
                 {
@@ -410,18 +398,41 @@ class Watch:
         return {"runs": runs, "errors": dict(self.failing), "time": now, "waiting": waiting}
 
 
-def stall_verdict(run: str, step: int | None, idle: float, median: float, factor: float):
-    """The `throughput.stalled` verdict: no new step for `idle` seconds, `idle / median` times
-    the run's median step interval."""
-    from rlwatch.engine.evaluate import Episode
+def _found_lag(info: RunInfo, wall: float, now: float) -> float | None:
+    """How long ago the last step found at tail's start was written, counted only when a
+    process on this machine still holds one of the run's files open for writing (see
+    rlwatch/sources/activity.py); else None (for all tail knows the run has finished)."""
+    from rlwatch.sources.activity import judged_at
 
-    s = int(step or 0)
-    summary = (
-        f"no new step for {ago(idle)} after step {s}, {idle / median:.0f}x the run's median "
-        f"step interval ({ago(median)}): stalled or hung"
-    )
-    ep = Episode(s, s, s, {"idle": idle, "median": median, "ratio": idle / median}, summary)
-    return Verdict(run, STALL_CODE, STALL_NAME, Severity.WARNING, "firing", [ep])
+    files = info.files or []
+    at = judged_at(files, wall) if files and np.isfinite(wall) else None
+    if at is None or at[0] == wall:
+        return None
+    return max(0.0, now - wall)
+
+
+def stall_overrides(rules: RuleSet, factor: float | None, floor: float | None) -> RuleSet:
+    """The rules with `--stall-factor` / `--stall-floor` set on their `stalled` conditions
+    (flags override the rule files, which rlwatch.toml / [tool.rlwatch] may replace by code)."""
+    import dataclasses
+
+    given = {k: v for k, v in (("factor", factor), ("floor", floor)) if v is not None}
+    if not given:
+        return rules
+
+    def swap(node: Any) -> Any:
+        if node.KIND == "stalled":
+            return dataclasses.replace(node, **given)
+        changes = {}
+        for p in node.PARAMS:
+            v = getattr(node, p.name)
+            if p.type == "cond" and v is not None:
+                changes[p.name] = swap(v)
+            elif p.type == "conds":
+                changes[p.name] = tuple(swap(c) for c in v)
+        return dataclasses.replace(node, **changes) if changes else node
+
+    return RuleSet([dataclasses.replace(r, when=swap(r.when)) for r in rules.rules])
 
 
 def _human(text: str) -> str:

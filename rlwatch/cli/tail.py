@@ -60,16 +60,22 @@ def tail(
         ),
     ] = 600.0,
     stall_factor: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--stall-factor",
-            help="throughput.stalled fires after this many median step intervals without a step.",
+            min=0.001,
+            help="TM00 throughput.stalled fires after this many median step intervals without "
+            "a step [default: the rule's, 10].",
         ),
-    ] = 10.0,
+    ] = None,
     stall_floor: Annotated[
-        float,
-        typer.Option("--stall-floor", help="... and never before this many seconds."),
-    ] = 120.0,
+        float | None,
+        typer.Option(
+            "--stall-floor",
+            min=0.0,
+            help="... and never before this many seconds [default: the rule's, 120].",
+        ),
+    ] = None,
     width: Annotated[
         int | None,
         typer.Option(

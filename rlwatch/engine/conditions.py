@@ -50,6 +50,9 @@ class Context:
     tags: dict[str, str] = field(default_factory=dict)  # canonical -> raw tag
     early: pd.DataFrame | None = None  # the run's first steps when `wide` is a recent window
     memo: dict[Any, Any] = field(default_factory=dict)  # leaf signals and series, per context
+    # the time the run is judged at, on its wall clock (None: no clock; `stalled` skips)
+    # (or a (time, note) pair: the note, how the time was chosen, is added to the verdict)
+    now: Callable[[], Any] = field(default=lambda: None)
 
     def _arrays(self, frame: pd.DataFrame, metric: str) -> Series:
         """A column's logged values, from the table turned into one numpy matrix once."""
@@ -113,6 +116,7 @@ def build_context(
     tags: Mapping[str, str] | None = None,
     wall: Callable[[], pd.Series] | None = None,
     early: pd.DataFrame | None = None,
+    now: Callable[[], Any] | float | None = None,
 ) -> Context:
     """The one way to make an evaluation Context: diagnose, tail and the rule-test runner.
 
@@ -121,7 +125,9 @@ def build_context(
     metric -> steps logged as NaN or +-inf (a logged NaN cannot be told from "not logged" in
     `wide`, so name it here). `restarts`: steps where a new segment begins. `wall`: step -> wall
     time, computed when a rule needs it. `early`: the run's first steps when `wide` is a recent
-    window (live following; `relative` conditions take their early level from it). Non-finite
+    window (live following; `relative` conditions take their early level from it). `now`: the
+    time the run is judged at, on the clock of its wall times (a number, or a callable computed
+    when a rule needs it; `stalled` reads it). Non-finite
     steps and restarts before the first step of `wide` are dropped (they are outside the view).
     """
     first = int(wide.index[0]) if len(wide) else None
@@ -144,6 +150,7 @@ def build_context(
         decimals,
         dict(tags or {}),
         early,
+        now=now if callable(now) else (lambda: now),
     )
 
 
@@ -909,3 +916,64 @@ def _held(mask: np.ndarray) -> np.ndarray:
     idx = np.arange(mask.size)
     last_false = np.maximum.accumulate(np.where(mask, -1, idx))
     return np.where(mask, idx - last_false, 0)
+
+
+@kind("stalled", observed=("value", "baseline", "ratio", "limit"))
+@dataclass(frozen=True)
+class Stalled(Node):
+    """No new step for `factor` x the run's median step interval (and at least `floor` seconds)
+    at the time the run is judged (`now`, on the clock of its wall times).
+
+    Median: the wall-time gaps between the last `window` steps of the current segment. Fires
+    only at the last step (the one no step has followed); a step that arrives ends it. `now`
+    is supplied by the caller: `tail`, its own clock since the last step arrived; `diagnose`,
+    the latest record of the run (so a finished run read later is not stalled), or the
+    current time while a process on this machine still holds one of the run's files open for
+    writing. Unhealthy: 60 s steps, nothing for 30 min. Healthy: the last step 10 min ago.
+
+    >>> state("stalled: {factor: 10, floor: 120}", wall_time="0+60x10", now="2400")
+    'firing'
+    >>> state("stalled: {factor: 10, floor: 120}", wall_time="0+60x10", now="900")
+    'ok'
+    """
+
+    factor: float = param("pos", 10.0, doc="fires after factor x the median step interval")
+    floor: float = param("num", 120.0, low=0, doc="... and never before this many seconds")
+    window: int = param("int", 64, doc="the last step intervals the median is taken over")
+    min_periods: int = param("int", 3, doc="step intervals needed before it may fire")
+
+    def lookback(self) -> int | None:
+        return 0  # reads wall times and the clock, no metric values
+
+    def signal(self, ctx: Context) -> Signal:
+        w = ctx.wall_series()
+        if len(w) == 0:
+            raise Skip("the source has no wall times to measure step intervals with")
+        parts = ctx.segments(w.steps)
+        seg = w.values[parts[-1]]
+        gaps = np.diff(seg)
+        gaps = gaps[np.isfinite(gaps) & (gaps > 0)][-self.window :]
+        if gaps.size < self.min_periods:
+            raise Skip(
+                f"too few step intervals with wall times: {gaps.size}, needs {self.min_periods}"
+            )
+        now = ctx.now()
+        if isinstance(now, tuple):  # (time, how it was chosen): said in the verdict
+            now, ctx.memo["stalled:clock"] = now
+        if now is None:
+            raise Skip("no clock to judge a stall at (only tail and diagnose supply one)")
+        median = float(np.median(gaps))
+        limit = max(self.factor * median, self.floor)
+        idle = max(0.0, float(now) - float(np.nanmax(w.values)))
+        n = w.steps.size
+        mask = np.zeros(n, bool)
+        mask[-1] = idle >= limit
+        value = np.full(n, np.nan)
+        value[-1] = idle
+        observed = {
+            "value": value,
+            "baseline": np.full(n, median),
+            "ratio": value / median,
+            "limit": np.full(n, limit),
+        }
+        return Signal(w.steps, mask, observed, "value", True, ("wall_time",))

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from rlwatch.engine.conditions import Context, Signal, Skip, _held, build_context, evaluate
+from rlwatch.engine.registry import walk
 from rlwatch.engine.robust import short_run_for
 from rlwatch.engine.rules import Rule, RuleSet
 from rlwatch.severity import Severity
@@ -108,6 +109,14 @@ def context(frame: Any, run: str, metrics: list[str] | None = None) -> Context:
             return pd.Series(dtype=float)
         return w.groupby("step")["wall_time"].max().dropna()
 
+    def now() -> tuple[float, str] | None:
+        """When a stall is judged: see rlwatch/sources/activity.py (never a file's mtime alone)."""
+        from rlwatch.sources.activity import judged_at
+
+        w = frame.run_data(run)["wall_time"]
+        latest = float(w.max()) if w.notna().any() else None
+        return judged_at(getattr(info, "files", []) or [], latest)
+
     return build_context(
         wide,
         nonfinite,
@@ -115,6 +124,7 @@ def context(frame: Any, run: str, metrics: list[str] | None = None) -> Context:
         decimals=getattr(info, "decimals", None),
         tags=info.metrics,
         wall=wall,
+        now=now,
     )
 
 
@@ -154,6 +164,9 @@ def evaluate_rule(
                 note = f" [early in the run: held for {short} logs of the {rule.for_} asked]"
                 base.episodes[-1].summary += note
         base.state = "firing" if firing[-1] else "resolved"
+        note = ctx.memo.get("stalled:clock")  # how a stall's "now" was chosen (diagnose)
+        if note and any(n.KIND == "stalled" for n in walk(rule.when)):
+            base.episodes[-1].summary += f" [{note}]"
         if detail:
             base.checks = _checks(ctx, rule, base.episodes[0])
             base.context = _context(ctx, sig.metrics[0], base.episodes[0])

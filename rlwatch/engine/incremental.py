@@ -61,6 +61,11 @@ def _uses_wall(node: Node) -> bool:
     return any(n.KIND == "stall" for n in walk(node))
 
 
+def _uses_clock(node: Node) -> bool:
+    """Judged at a time, not at a step (`stalled`): see `Evaluator.at`."""
+    return any(n.KIND == "stalled" for n in walk(node))
+
+
 def _codes(col: pd.Series) -> tuple[np.ndarray, list[str]]:
     """Integer codes and their names for a column (categorical, or any values)."""
     if isinstance(col.dtype, pd.CategoricalDtype):
@@ -150,6 +155,8 @@ class Evaluator:
         self.bounded: dict[str, int] = {}
         self.head_n: dict[str, int] = {}
         self.wall_rules: list[Rule] = []
+        self.clock_rules: list[Rule] = []  # judged at a time (Evaluator.at), not at a step
+        self.clock_keep = 4  # wall times kept when no rule reads the whole wall history
         for rule in self.rules:
             lb = rule_lookback(rule)
             for m in dict.fromkeys(metrics_of(rule.when)):
@@ -160,7 +167,12 @@ class Evaluator:
                     self.bounded[m] = max(self.bounded.get(m, 0), lb + MARGIN)
             for m, n in _head_of(rule.when).items():
                 self.head_n[m] = max(self.head_n.get(m, 0), n)
-            if _uses_wall(rule.when):
+            if _uses_clock(rule.when):
+                self.clock_rules.append(rule)
+                for n in walk(rule.when):
+                    if n.KIND == "stalled":
+                        self.clock_keep = max(self.clock_keep, int(n.window) + 2)
+            elif _uses_wall(rule.when):
                 self.wall_rules.append(rule)
         self.checked = {c.metric for r in self.rules for c in r.checks}
         self.needed = set(self.reads) | self.checked
@@ -297,7 +309,7 @@ class Evaluator:
         for col in self.check_cols.values():
             col.trim(64)
         if not self.wall_rules:
-            self.wall.trim(4)
+            self.wall.trim(self.clock_keep)
 
     # -- evaluation ----------------------------------------------------------------------
     def _context(self, cutoff: int, whole: bool = False) -> Context:
@@ -496,6 +508,60 @@ class Evaluator:
         changes = self._evaluate(rules, min(pending.values()))
         cost = time.monotonic() - t0
         self.due = time.monotonic() + WHOLE_SHARE * cost
+        return changes
+
+    def at(self, now: Any, arrivals: tuple[np.ndarray, np.ndarray] | None = None) -> list[Change]:
+        """Judge the clock rules (`stalled`) at `now`, on the clock of the run's wall times
+        (or a (time, note) pair). A source without wall times is judged on `arrivals` (step,
+        when it arrived on the follower's clock) with `now` on that clock. An episode is the
+        last step no step has followed: it fires once and resolves when a step arrives."""
+        if not self.clock_rules or self.last_step is None:
+            return []
+        if self.wall.steps.size:
+            ws, wv = self.wall.steps, self.wall.values
+        elif arrivals is not None:
+            ws, wv = arrivals
+        else:
+            ws, wv = np.empty(0, np.int64), np.empty(0)
+        ctx = build_context(
+            pd.DataFrame(index=pd.Index(ws, name="step")),
+            {},
+            restarts=self.restarts,
+            wall=lambda: pd.Series(wv, index=ws, dtype=float),
+            now=now,
+        )
+        framework = self.info.framework if self.info is not None else None
+        changes: list[Change] = []
+        for rule in self.clock_rules:
+            if rule.frameworks and framework not in rule.frameworks:
+                continue
+            st = self.state[rule.code]
+            st.evaluated = True
+            try:
+                sig = evaluate(ctx, rule.when)
+            except Skip as exc:
+                st.skipped = str(exc)
+                continue
+            st.skipped = ""
+            st.metrics = {m: m for m in sig.metrics}
+            last, fire = int(sig.steps[-1]), bool(sig.mask[-1])
+            if st.firing and st.episodes and (not fire or st.episodes[-1].first != last):
+                st.firing = False
+                v = self._verdict(rule)
+                changes.append(Change("resolved", rule.code, v, v.episodes[-1]))
+            if not fire:
+                continue
+            observed = {k: float(a[-1]) for k, a in sig.observed.items()}
+            rank = observed.get(sig.peak, math.nan)
+            if st.firing:  # still stalled: the same episode, its idle time grows
+                ep = st.episodes[-1]
+                ep.rank, ep.observed = rank, observed
+                continue
+            st.episodes.append(_Ep(last, last, 1, last, rank, observed))
+            st.firing = True
+            st.judged = last
+            v = self._verdict(rule)
+            changes.append(Change("fired", rule.code, v, v.episodes[-1]))
         return changes
 
     def verdict(self, code: str) -> Verdict:

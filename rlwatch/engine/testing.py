@@ -14,7 +14,9 @@ A test file (YAML, `version: 1`)::
 Series notation (as promtool's): `a` one value; `axn` n+1 copies of a; `a+bxn` / `a-bxn` a then
 n more values stepping by b; `_` (or `_xn`) steps with no value; `nan`, `inf`, `-inf`.
 Optional per test: `start` (first step, default 0), `stride` (default 1), `restarts` (steps
-where a new segment begins), `decimals` (values printed rounded, as in verl <= 0.4 logs).
+where a new segment begins), `decimals` (values printed rounded, as in verl <= 0.4 logs),
+`now` (the time the run is judged at, for `stalled`). A series named `wall_time` gives each
+step's wall time (seconds) instead of a metric.
 States: `firing` (the rule fires at that step), `ok` (evaluated, not firing), `skipped`.
 Observed values compare with a relative tolerance of 1e-6 (absolute 1e-9).
 """
@@ -75,10 +77,18 @@ def series_context(
     stride: int = 1,
     restarts: list[int] | None = None,
     decimals: int | None = None,
+    now: float | None = None,
 ) -> Context:
     """The evaluation context of series in the compact notation (step = start + stride * i)."""
     columns: dict[str, pd.Series] = {}
     nonfinite: dict[str, np.ndarray] = {}
+    series = dict(series)
+    wall = None
+    if "wall_time" in series:  # each step's wall time, not a metric
+        values = parse_series(series.pop("wall_time"))
+        steps = start + stride * np.arange(len(values))
+        wall = pd.Series([np.nan if v is None else v for v in values], index=steps, dtype=float)
+        wall = wall.dropna()
     for metric, text in series.items():
         values = parse_series(text)
         steps = start + stride * np.arange(len(values))
@@ -87,8 +97,17 @@ def series_context(
         nonfinite[metric] = steps[logged & ~np.isfinite(s.to_numpy())]
         columns[metric] = s
     wide = pd.DataFrame(columns)
+    if wall is not None and not columns:
+        wide = pd.DataFrame(index=wall.index)
     wide.index.name = "step"
-    return build_context(wide, nonfinite, restarts=restarts or (), decimals=decimals)
+    return build_context(
+        wide,
+        nonfinite,
+        restarts=restarts or (),
+        decimals=decimals,
+        wall=None if wall is None else (lambda: wall),
+        now=now,
+    )
 
 
 def state(when: str | dict[str, Any], **series: str) -> str:
@@ -100,8 +119,9 @@ def state(when: str | dict[str, Any], **series: str) -> str:
 
     spec = yaml.safe_load(when) if isinstance(when, str) else when
     node = registry.parse(spec)
+    now = series.pop("now", None)
     try:
-        sig = evaluate(series_context(series), node)
+        sig = evaluate(series_context(series, now=None if now is None else float(now)), node)
     except Skip:
         return "skipped"
     return "firing" if sig.mask.size and bool(sig.mask[-1]) else "ok"
@@ -126,6 +146,7 @@ class Case:
             stride=int(self.spec.get("stride", 1)),
             restarts=[int(x) for x in self.spec.get("restarts", [])],
             decimals=self.spec.get("decimals"),
+            now=self.spec.get("now"),
         )
 
     def run(self) -> list[str]:
@@ -208,14 +229,26 @@ def load_cases(path: str | Path) -> list[Case]:
         at = ("tests", i)
         if not isinstance(t, dict):
             raise fail(at, "a test is a mapping with 'name', 'series' and 'expect'")
-        bad = set(t) - {"name", "series", "expect", "start", "stride", "restarts", "decimals"}
+        bad = set(t) - {
+            "name",
+            "series",
+            "expect",
+            "start",
+            "stride",
+            "restarts",
+            "decimals",
+            "now",
+        }
         if bad:
             k = sorted(bad)[0]
             raise fail(
                 (*at, k),
                 f"unknown key {k!r} (valid: name, series, expect, start, "
-                "stride, restarts, decimals)",
+                "stride, restarts, decimals, now)",
             )
+        now = t.get("now", 0)
+        if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+            raise fail((*at, "now"), f"now is a time in seconds, got {now!r}")
         for k in ("name", "series", "expect"):
             if k not in t:
                 raise fail(at, f"missing required key {k!r}")
