@@ -263,8 +263,12 @@ class Threshold(Node):
         observed: dict[str, np.ndarray] = {}
         if self.divided_by is not None:
             d = ctx.series(self.divided_by)
-            steps, ia, ib = np.intersect1d(s.steps, d.steps, return_indices=True)
-            num, den = s.values[ia], d.values[ib]
+            # as of each step: the last value of either metric at or before it (cadences differ)
+            steps = np.union1d(s.steps, d.steps)
+            ia = np.searchsorted(s.steps, steps, side="right") - 1
+            ib = np.searchsorted(d.steps, steps, side="right") - 1
+            both = (ia >= 0) & (ib >= 0)
+            steps, num, den = steps[both], s.values[ia[both]], d.values[ib[both]]
             v = _ratio(num, den)
             ok = ~np.isnan(v)
             steps, v, num, den = steps[ok], v[ok], num[ok], den[ok]
