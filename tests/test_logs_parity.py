@@ -4,6 +4,7 @@ difference: a last line without its newline is no longer read."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import legacy_logs
@@ -57,24 +58,38 @@ def test_new_readers_match_the_old_one_on_real_logs(path: Path, tmp_path: Path) 
         assert any("last line incomplete, not read" in w for w in n.warnings)
 
 
+@pytest.mark.parametrize("fast_json", [True, False], ids=["orjson", "no-orjson"])
 @pytest.mark.parametrize("arrow", [True, False], ids=["arrow", "no-pyarrow"])
 @pytest.mark.parametrize(
-    "kind", ["console", "jsonl", "jsonl-spaced", "jsonl-nulls", "jsonl-strings", "flat-jsonl"]
+    "kind",
+    [
+        "console",
+        "jsonl",
+        "jsonl-spaced",
+        "jsonl-nulls",
+        "jsonl-strings",
+        "jsonl-bools",
+        "jsonl-shapes",
+        "flat-jsonl",
+    ],
 )
 def test_columnar_paths_match_the_old_reader_on_verl_shaped_logs(
-    kind: str, arrow: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    kind: str, arrow: bool, fast_json: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The Arrow/numpy block paths (taken on blocks of many plain lines) and the fallbacks
-    used without pyarrow, against the old line-by-line reader, on logs in verl's shapes with
-    hundreds of keys."""
-    from rlwatch.sources.logs import _json, _verl
+    """The orjson/Arrow/numpy block paths (taken on blocks of many plain lines) and the
+    fallbacks used without orjson or pyarrow, against the old line-by-line reader, on logs in
+    verl's shapes with hundreds of keys."""
+    from rlwatch.sources.logs import _cols, _json, _verl
 
+    monkeypatch.setattr(_cols, "BLOCK", 200_000)  # ~15 blocks: plain ones next to odd ones
     if not arrow:  # as if pyarrow were not installed
         monkeypatch.setattr(_verl, "_ARROW", False)
         monkeypatch.setattr(_json, "_VERL_ARROW", False)
         monkeypatch.setattr(_json, "_ARROW_JSON", False)
+    if not fast_json:  # as if orjson were not installed
+        monkeypatch.setattr(_json, "_fast_loads", json.loads)
+        monkeypatch.setattr(_json, "_FastError", json.JSONDecodeError)
     import importlib.util
-    import json
     import sys
 
     bench = Path(__file__).parent.parent / "bench" / "bench_logs.py"
@@ -93,6 +108,14 @@ def test_columnar_paths_match_the_old_reader_on_verl_shaped_logs(
             lines[5] = lines[5].replace('"actor/entropy":', '"actor/entropy":null,"x":', 1)
         if kind == "jsonl-strings":
             lines[7] = lines[7].replace('"actor/entropy":', '"mode":"a,\\"b","x":', 1)
+        if kind == "jsonl-bools":  # true/false are not numbers (not 1.0/0.0)
+            lines[9] = lines[9].replace('"actor/entropy":', '"ok":true,"x":', 1)
+            lines[3] = lines[3].replace('"actor/pg_loss":', '"actor/pg_loss":false,"y":', 1)
+        if kind == "jsonl-shapes":  # val keys every 3rd record, a key order change, big ints
+            for i in range(0, len(lines), 3):
+                lines[i] = lines[i].replace("}}", ',"val/score":0.5,"val/n":12}}', 1)
+            lines[10] = lines[10].replace('"actor/entropy":', '"z":2e400,"q":-0.0,"x":', 1)
+            lines[11] = lines[11].replace('"actor/entropy":', '"z":%d,"x":' % 10**30, 1)
         if kind == "flat-jsonl":
             lines = [json.dumps({"step": r["step"], **r["data"]}) for r in map(json.loads, lines)]
         f.write_text("\n".join(lines) + "\n")

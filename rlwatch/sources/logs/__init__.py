@@ -179,8 +179,12 @@ def load_file(path: str | os.PathLike[str], fmt: str | None = None) -> RunFrame:
         else:
             parser = _line_parser(fmt, cols)
             blocks = Blocks(p, binary=isinstance(parser, _json.JsonLines))
-            for text in blocks:
-                parser.feed(text, blocks.lineno)
+            if isinstance(parser, _json.JsonLines):
+                for lines in blocks.line_lists():
+                    parser.feed_lines(lines, blocks.lineno)
+            else:
+                for text in blocks:
+                    parser.feed(text, blocks.lineno)
             parser.finish()
             warnings += _partial_warning(p, blocks)
     except OSError as exc:

@@ -285,8 +285,8 @@ class Blocks:
     newline (a line still being written, or a cut file) is never parsed: `partial` says how
     many bytes it holds once the file is read to its end."""
 
-    def __init__(self, path: Any, offset: int = 0, block: int = BLOCK, binary: bool = False):
-        self.path, self.offset, self.block, self.binary = path, offset, block, binary
+    def __init__(self, path: Any, offset: int = 0, block: int = 0, binary: bool = False):
+        self.path, self.offset, self.block, self.binary = path, offset, block or BLOCK, binary
         self.partial = 0
         self.long_lines = 0
         self.lineno = 1  # the line number the next block starts at
@@ -322,6 +322,45 @@ class Blocks:
                 self.offset += cut + 1
                 yield chunk if self.binary else chunk.decode("utf-8", "replace")
                 self.lineno += chunk.count(b"\n")
+        self.partial = len(carry)
+        if dropping:
+            self.partial = 0
+
+    def line_lists(self) -> Iterator[list[bytes]]:
+        """The same complete lines as bytes, a block's worth at a time and without their
+        newlines: split once, never copied into a joined block (a line is assembled from two
+        reads only when it straddles them)."""
+        carry = b""
+        dropping = False
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            while True:
+                data = f.read(self.block)
+                if not data:
+                    break
+                if dropping:  # inside a line too long to hold: skip to its end
+                    nl = data.find(b"\n")
+                    if nl < 0:
+                        self.offset += len(data)
+                        continue
+                    self.offset += nl + 1
+                    self.lineno += 1
+                    data, dropping = data[nl + 1 :], False
+                parts = data.split(b"\n")
+                tail = parts.pop()
+                if not parts:
+                    carry += tail
+                    if len(carry) > MAX_LINE:
+                        self.long_lines += 1
+                        self.offset += len(carry)
+                        carry, dropping = b"", True
+                    continue
+                if carry:
+                    parts[0] = carry + parts[0]
+                carry = tail
+                self.offset += sum(map(len, parts)) + len(parts)
+                yield parts
+                self.lineno += len(parts)
         self.partial = len(carry)
         if dropping:
             self.partial = 0

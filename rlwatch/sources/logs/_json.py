@@ -14,6 +14,7 @@ import json
 import math
 import re
 from array import array
+from itertools import chain
 from operator import itemgetter
 from typing import Any
 
@@ -32,6 +33,7 @@ except ImportError:  # pragma: no cover - orjson is installed in CI
     _fast_loads, _FastError = json.loads, json.JSONDecodeError
 
 NUMERIC = {float, int}
+NUMERIC_OR_NULL = {float, int, type(None)}
 LLAMAFACTORY_TEXT = {"elapsed_time", "remaining_time"}
 LLAMAFACTORY_FACTS = {"total_steps"}
 
@@ -82,6 +84,79 @@ class JsonLines:
         self.steps: list[int] = []
         self.datas: list[dict[str, Any]] = []
         self.fast_types = NUMERIC | ({type(None)} if self.none == "nan" else set())
+
+    def feed_lines(self, lines: list[bytes], lineno: int = 1) -> None:
+        """A block's complete lines (without their newlines). Plain blocks -- every line a
+        record of the format, every value a number -- are parsed by orjson and converted to
+        columns a run of same-shape records at a time; anything else goes through `feed`."""
+        if self.fmt in ("verl-jsonl", "jsonl") and _fast_loads is not json.loads:
+            try:
+                if self._plain_lines(lines):
+                    return
+            except (ValueError, TypeError, KeyError, OverflowError):  # unusual: read as below
+                pass
+        self.feed(b"\n".join(lines) + b"\n" if lines else b"", lineno)
+
+    def _plain_lines(self, lines: list[bytes]) -> bool:
+        """Every line one JSON object with an integer step >= 0 (verl: and a `data` object) and
+        plain numbers for values. Nothing is added unless the whole block qualifies."""
+        if not lines:
+            return True
+        objs = list(map(_fast_loads, lines))  # orjson.JSONDecodeError is a ValueError
+        if set(map(type, objs)) != {dict}:
+            return False
+        if self.fmt == "verl-jsonl":
+            steps = [o["step"] for o in objs]
+            datas = [o["data"] for o in objs]
+            if set(map(type, datas)) != {dict}:
+                return False
+        else:
+            datas = objs
+            steps = []
+        # runs of consecutive records with the same keys in the same order
+        keys = list(map(tuple, datas))
+        runs: list[tuple[int, int, tuple[str, ...]]] = []
+        start = 0
+        for i in range(1, len(keys) + 1):
+            if i == len(keys) or keys[i] != keys[start]:
+                runs.append((start, i, keys[start]))
+                start = i
+        plan = []
+        for a, b, ks in runs:
+            if self.fmt == "jsonl":
+                key = next((k for k in STEP_KEYS if k in ks), None)
+                if key is None:
+                    return False
+                run_steps = [d[key] for d in datas[a:b]]
+            else:
+                run_steps = steps[a:b]
+            if set(map(type, run_steps)) != {int}:
+                return False
+            st = np.array(run_steps, np.int64)  # OverflowError beyond int64
+            if st.min() < 0:
+                return False
+            keep = [i for i, k in enumerate(ks) if not (k in STEP_KEYS or k in self.drop)]
+            if not keep:
+                return False
+            if len(keep) == len(ks):
+                rows = [tuple(d.values()) for d in datas[a:b]]
+            else:
+                pick = itemgetter(*keep) if len(keep) > 1 else lambda t, i=keep[0]: (t[i],)
+                rows = [pick(tuple(d.values())) for d in datas[a:b]]
+            types = set(map(type, chain.from_iterable(rows)))
+            if not types <= NUMERIC_OR_NULL:  # a string, boolean, list or object
+                return False
+            # null -> NaN, as the record path reads it; an int beyond float: OverflowError
+            vals = np.array(rows, np.float64)
+            if vals.ndim != 2:
+                return False
+            plan.append((st, [ks[i] for i in keep], vals))
+        cols = self.cols
+        for st, names, vals in plan:
+            codes = np.array([cols.code(str(k)) for k in names], np.int32)
+            n, k = vals.shape
+            cols.add_arrays(np.tile(codes, n), np.repeat(st, k), vals.reshape(-1))
+        return True
 
     def feed(self, text: str | bytes, lineno: int = 1) -> None:
         if isinstance(text, bytes):
