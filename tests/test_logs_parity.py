@@ -115,7 +115,7 @@ def test_columnar_paths_match_the_old_reader_on_verl_shaped_logs(
             for i in range(0, len(lines), 3):
                 lines[i] = lines[i].replace("}}", ',"val/score":0.5,"val/n":12}}', 1)
             lines[10] = lines[10].replace('"actor/entropy":', '"z":2e400,"q":-0.0,"x":', 1)
-            lines[11] = lines[11].replace('"actor/entropy":', '"z":%d,"x":' % 10**30, 1)
+            lines[11] = lines[11].replace('"actor/entropy":', f'"z":{10**30},"x":', 1)
         if kind == "flat-jsonl":
             lines = [json.dumps({"step": r["step"], **r["data"]}) for r in map(json.loads, lines)]
         f.write_text("\n".join(lines) + "\n")
