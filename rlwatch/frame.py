@@ -122,8 +122,9 @@ class RunFrame:
         step = np.asarray(step, dtype=np.int64)
         value = np.asarray(value, dtype=np.float64)
         wall_time = np.asarray(wall_time, dtype=np.float64)
-        if wall_time.size and not np.isfinite(wall_time).all():  # inf is no time: "unknown"
-            wall_time = np.where(np.isfinite(wall_time), wall_time, np.nan)
+        inf = np.isinf(wall_time)
+        if inf.any():  # inf is no time: "unknown" (NaN)
+            wall_time = np.where(inf, np.nan, wall_time)
         keep, restarts = _restarts_and_last_writes(tag, step)
         if restarts:
             info.restarts = [
@@ -277,6 +278,11 @@ def _restarts_and_last_writes(
     restart re-logs many tags; a tag seen twice starts the next restart.
     """
     if tag.size < 2:
+        return None, []
+    # the common case, without a sort: steps never go down, and rows of one step have
+    # increasing tag codes (so no tag is written twice at a step, nor at a lower step)
+    up = step[1:] > step[:-1]
+    if (up | (step[1:] == step[:-1]) & (tag[1:] > tag[:-1])).all():
         return None, []
     codes = tag.astype(np.int16) if tag.size and tag.max() < 32767 else tag
     order = np.argsort(codes, kind="stable")
