@@ -88,6 +88,21 @@ def test_corpus_has_both_outcomes_in_several_families():
     assert healthy >= 5 and len(broken) >= 3
 
 
+def test_heldout_generation_is_separate_and_balanced():
+    """The held-out specs (ho-*) never reuse a tuned name and are split healthy/broken."""
+    import make_runs
+
+    tuned = {sp.name for sp in make_runs.specs()}
+    held = [sp.name for sp in make_runs.heldout_specs()]
+    assert held and all(n.startswith("ho-") for n in held)
+    assert not tuned & set(held) and len(set(held)) == len(held)
+    assert not any(n.startswith("ho-") for n in tuned)
+    made = [n for n in held if n in LABELS]
+    if made:
+        broken = sum(LABELS[n]["label"] == "broken" for n in made)
+        assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} held-out runs broken"
+
+
 def _case(name: str):
     marks = []
     if name in KNOWN_WRONG:
