@@ -43,3 +43,23 @@ def test_a_warm_diagnosis_parses_no_yaml(tmp_path: Path) -> None:
     warm = imported("diagnose", LOG, env=env)
     assert "yaml" not in warm and "rlwatch.engine.rules" in warm
     assert not {"mlflow", "wandb", "tbparse", "torch", "ray"} & {m.split(".")[0] for m in warm}
+
+
+def test_a_diagnosis_of_a_log_imports_no_other_reader_nor_pydantic(tmp_path: Path) -> None:
+    """Discovery imports a reader only when sniffing says so; typer's pydantic validation is
+    skipped for values that need no conversion (a bad value still gets typer's message)."""
+    env = {"XDG_CACHE_HOME": str(tmp_path), "RLWATCH_NO_CACHE": ""}
+    mods = imported("diagnose", LOG, env=env)
+    assert "rlwatch.sources.logs" in mods
+    readers = {"tensorboard", "_tfrecord", "wandb_api", "wandb_local", "swanlab", "mlflow_source"}
+    assert not {f"rlwatch.sources.{r}" for r in readers} & mods
+    assert "pydantic" not in mods
+    r = subprocess.run(
+        [sys.executable, "-m", "rlwatch", "diagnose", LOG, "--jobs", "0"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **env},
+        timeout=120,
+    )
+    assert r.returncode == 2 and "--jobs" in r.stderr and "greater than or equal to 1" in r.stderr

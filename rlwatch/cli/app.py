@@ -99,6 +99,62 @@ class GuardedGroup(TyperGroup):
             raise Exit(int(ExitCode.FAILED)) from None
 
 
+def _light_coercion() -> None:
+    """typer >= 0.29 checks every parameter's value with a pydantic TypeAdapter, built on
+    first use: pydantic was imported (~0.06 s of start-up) by a `diagnose` of one log even
+    with no option given. Values that need no conversion -- an option left unset, a string
+    for a `str`, strings for a `list[str]`, an Enum member for its Enum, a number of the
+    annotated type within its bounds -- are taken as they are, which is what the adapter
+    returns for them; anything else goes to typer's adapter, built then (its messages for
+    bad values unchanged). Older typers and unexpected layouts are left alone."""
+    import enum
+    from typing import get_args, get_origin
+
+    core = sys.modules.get("typer.core")
+    param_cls = getattr(core, "_TyperParameter", None)
+    build = getattr(core, "build_runtime_param", None)
+    original = getattr(param_cls, "get_runtime_param", None)
+    if param_cls is None or build is None or original is None:
+        return
+
+    class Light:
+        def __init__(self, owner: object) -> None:
+            self.owner = owner
+
+        def coerce(self, value, param, ctx):  # type: ignore[no-untyped-def]
+            multi = param.multiple or param.nargs == -1
+            if value is None:  # as typer's RuntimeParam.coerce
+                return () if multi else None
+            desc = param.type_descriptor
+            ann = desc.annotation
+            if desc.parameter_info.parser is None and not desc.is_file:
+                if ann is str and isinstance(value, str) and not multi:
+                    return value
+                if (
+                    get_origin(ann) is list
+                    and get_args(ann) == (str,)
+                    and isinstance(value, list | tuple)
+                    and all(isinstance(v, str) for v in value)
+                ):
+                    return list(value)
+                if isinstance(ann, type) and issubclass(ann, enum.Enum) and type(value) is ann:
+                    return value
+                if ann in (int, float) and type(value) is ann:  # a default, in its range
+                    lo, hi = desc.parameter_info.min, desc.parameter_info.max
+                    if (lo is None or value >= lo) and (hi is None or value <= hi):
+                        return value
+            return original(self.owner).coerce(value, param=param, ctx=ctx)
+
+    def get_runtime_param(self):  # type: ignore[no-untyped-def]
+        if self._runtime_param is not None:
+            return self._runtime_param
+        return Light(self)
+
+    param_cls.get_runtime_param = get_runtime_param
+
+
+_light_coercion()
+
 app = typer.Typer(
     cls=GuardedGroup,
     name="rlwatch",

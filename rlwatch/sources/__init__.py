@@ -166,16 +166,18 @@ def check_readable_file(path: Path) -> None:
 
 
 def _file_kind(path: Path) -> str:
-    from rlwatch.sources import swanlab, tensorboard, trackio
-
-    if tensorboard.is_event_file(path):
+    # tensorboard.is_event_file and swanlab.SUFFIX, said here: a log file imports no reader
+    if "tfevents" in path.name:
         return "tensorboard"
     if path.suffix == ".wandb":
         return "wandb"
-    if path.name.endswith(swanlab.SUFFIX):
+    if path.name.endswith(".swanlab"):
         return "swanlab"
-    if path.suffix == ".db" and trackio.is_store(path):
-        return "trackio"
+    if path.suffix == ".db":
+        from rlwatch.sources import trackio
+
+        if trackio.is_store(path):
+            return "trackio"
     return "log"
 
 
@@ -389,18 +391,15 @@ def _remote(
             raise UsageError("mlflow: needs a run: mlflow:<run_id> or mlflow:<experiment>/<run>")
         uri = mlflow_source.tracking_uri(tracking_uri)
         return lambda: mlflow_source.load(ref, uri, timeout=timeout)
-    from rlwatch.sources import trackio, wandb_api
+    if ":" in target:  # trackio:..., wandb:... and W&B run URLs (a plain path imports neither)
+        from rlwatch.sources import trackio, wandb_api
 
-    tr = trackio.parse(target)
-    if tr is not None:
-        return lambda: trackio.load(*tr)
-
-    tr = trackio.parse(target)
-    if tr is not None:
-        return lambda: trackio.load(*tr)
-    wandb_path = wandb_api.parse(target)
-    if wandb_path is not None:
-        return lambda: wandb_api.load(wandb_path, timeout=timeout)
+        tr = trackio.parse(target)
+        if tr is not None:
+            return lambda: trackio.load(*tr)
+        wandb_path = wandb_api.parse(target)
+        if wandb_path is not None:
+            return lambda: wandb_api.load(wandb_path, timeout=timeout)
     if not os.path.lexists(target):
         from rlwatch.sources import mlflow_source
 
