@@ -232,6 +232,8 @@ class Settings:
     ignore: tuple[str, ...] = ()
     fail_on: str = "error"
     require: tuple[str, ...] = ()
+    # checks, metric context and symptom table per run: off when only the table is shown
+    explain: bool = True
 
 
 @dataclass
@@ -297,7 +299,7 @@ def diagnose_unit(unit: Unit, settings: Settings) -> Outcome:
             missing = [n for n, i in frame.runs.items() if metric not in i.metrics]
             if missing:
                 raise SourceError(f"required metric {metric!r} not found")
-        report = build(frame, rs, fail_on=settings.fail_on)
+        report = build(frame, rs, fail_on=settings.fail_on, explain=settings.explain)
         for r in report.runs:
             r["last_values"] = last_values(frame, r["name"])
         return Outcome(unit.name, unit.address, report)

@@ -23,21 +23,27 @@ STATES = ("firing", "resolved", "ok", "skipped")
 
 def summarise(frame: Any) -> list[dict[str, Any]]:
     """What was loaded, per run, as plain data (the one serialisation of a RunFrame's runs)."""
+    import numpy as np
+
     runs = []
-    counts = frame.data.groupby("run", observed=True).size() if len(frame.data) else {}
-    tag_counts = (
-        frame.data.groupby("run", observed=True)["tag"].nunique() if len(frame.data) else {}
-    )
+    data = frame.data
+    if len(frame.runs) == 1 and len(data):  # one run (a sweep's unit): no groupby
+        tag_codes = data["tag"].cat.codes.to_numpy()
+        counts: Any = {next(iter(frame.runs)): len(data)}
+        tag_counts: Any = {next(iter(frame.runs)): int(np.unique(tag_codes[tag_codes >= 0]).size)}
+    else:
+        counts = data.groupby("run", observed=True).size() if len(data) else {}
+        tag_counts = data.groupby("run", observed=True)["tag"].nunique() if len(data) else {}
     for name, info in frame.runs.items():
         n_steps, first, last = frame.steps(name)
-        wall = frame.run_data(name)["wall_time"]
-        span = float(wall.max() - wall.min()) if wall.notna().any() else None
+        wall = frame.run_data(name)["wall_time"].to_numpy()
+        span = float(np.nanmax(wall) - np.nanmin(wall)) if (wall == wall).any() else None
         runs.append(
             {
                 **info.to_dict(),
                 "steps": {"count": n_steps, "first": first, "last": last},
-                "scalars": int(counts.get(name, 0)) if len(frame.data) else 0,
-                "tags": int(tag_counts.get(name, 0)) if len(frame.data) else 0,
+                "scalars": int(counts.get(name, 0)) if len(data) else 0,
+                "tags": int(tag_counts.get(name, 0)) if len(data) else 0,
                 "wall_time_span_s": span,
             }
         )
@@ -125,20 +131,48 @@ class Report:
         }
 
 
-def build(frame: Any, rules: RuleSet, *, fail_on: str = "error", series: bool = False) -> Report:
-    """Evaluate `rules` on every run of `frame` and assemble the report (one pivot per run;
-    with downsampled curves for the HTML report and `diff` when `series`)."""
-    from rlwatch.engine.symptoms import load_symptoms, needed, symptom_table
+_METRICS: dict[int, tuple[RuleSet, list[str]]] = {}
 
-    table = load_symptoms()
-    metrics = sorted(set(needed_metrics(rules)) | set(needed(table)))
+
+def report_metrics(rules: RuleSet) -> list[str]:
+    """The metrics a report reads (the rules' and the symptom table's), once per rule set."""
+    hit = _METRICS.get(id(rules))
+    if hit is not None and hit[0] is rules:
+        return hit[1]
+    from rlwatch.engine.symptoms import load_symptoms, needed
+
+    metrics = sorted(set(needed_metrics(rules)) | set(needed(load_symptoms())))
+    if len(_METRICS) > 16:
+        _METRICS.clear()
+    _METRICS[id(rules)] = (rules, metrics)
+    return metrics
+
+
+def build(
+    frame: Any,
+    rules: RuleSet,
+    *,
+    fail_on: str = "error",
+    series: bool = False,
+    explain: bool = True,
+) -> Report:
+    """Evaluate `rules` on every run of `frame` and assemble the report (one pivot per run;
+    with downsampled curves for the HTML report and `diff` when `series`).
+
+    `explain=False` (the many-run table, which shows neither): no checks, no metric context
+    on the verdicts and no symptom table; the verdicts themselves are the same."""
+    from rlwatch.engine.symptoms import load_symptoms, symptom_table
+
+    table = load_symptoms() if explain else []
+    metrics = report_metrics(rules)
     verdicts: list[Verdict] = []
     symptoms = {}
     for run, info in frame.runs.items():
         ctx = context(frame, run, metrics)
-        mine = evaluate_run(ctx, rules, run, info.framework)
+        mine = evaluate_run(ctx, rules, run, info.framework, explain=explain)
         verdicts += mine
-        symptoms[run] = symptom_table(ctx.wide, {v.code for v in mine if v.fired}, table)
+        if explain:
+            symptoms[run] = symptom_table(ctx.wide, {v.code for v in mine if v.fired}, table)
     report = Report(summarise(frame), verdicts, symptoms, fail_on, len(rules.rules))
     report.skipped = [s.to_dict() if hasattr(s, "to_dict") else dict(s) for s in frame.skipped]
     if series:

@@ -51,6 +51,8 @@ def run_sweep(
         ignore=tuple(cfg.get("ignore", ignore) or ()),
         fail_on=level,
         require=need,
+        # the text table alone shows no checks, contexts or symptom tables: not computed
+        explain=detail or output is not None or fmt != "text",
     )
     _ruleset(settings)  # a bad rule file or selection fails before any reading
     result = diagnose_many(units, settings, executor=executor, jobs=jobs, progress=True)

@@ -85,6 +85,17 @@ class Context:
             raise Skip(f"too few steps of {metric!r}: {len(s)} logged, needs {needs}")
         return s
 
+    def prior_sigma(self, metric: str, s: Series, window: int, min_periods: int) -> np.ndarray:
+        """The robust spread of a metric's previous `window` values at each log, per restart
+        segment (`robust.prior_median_mad`); computed once per run for the rules sharing it."""
+        key = ("prior_sigma", metric, window, min_periods)
+        hit = self.memo.get(key)
+        if hit is None:
+            hit = self.memo[key] = self.by_segment(
+                s.values, s.steps, lambda x: robust.prior_median_mad(x, window, min_periods)[1]
+            )
+        return hit
+
     def wall_series(self) -> Series:
         w = self.wall_of()
         return Series(w.index.to_numpy(dtype=np.int64), w.to_numpy(dtype=np.float64))
@@ -351,9 +362,7 @@ class Spike(Node):
         base = ctx.by_segment(v, s.steps, lambda x: _prior_median(x, window, min_periods))
         delta = v - base
         has = ~np.isnan(base)
-        sigma = ctx.by_segment(
-            v, s.steps, lambda x: robust.prior_median_mad(x, window, min_periods)[1]
-        )
+        sigma = ctx.prior_sigma(metric, s, window, min_periods)
         with np.errstate(invalid="ignore", divide="ignore"):
             z = np.where(sigma > 0, delta / np.where(sigma > 0, sigma, 1.0), np.nan)
         with np.errstate(invalid="ignore"):
@@ -772,9 +781,7 @@ class OffBest(Node):
             first[: self.best_of_first] = v[: self.best_of_first]
             prior = np.fmax(prior, _shift(first, 1)) if falls else np.fmin(prior, _shift(first, 1))
         best = ctx.by_segment(prior, s.steps, lambda x: robust.best_so_far(x, falls))
-        sigma = ctx.by_segment(
-            v, s.steps, lambda x: robust.prior_median_mad(x, window, min_periods)[1]
-        )
+        sigma = ctx.prior_sigma(metric, s, window, min_periods)
         # the spread around the best level (when it was reached), not the spread of the fall
         idx = np.arange(v.size)
         at_best = np.maximum.accumulate(np.where(prior == best, idx, 0))

@@ -91,16 +91,20 @@ def context(frame: Any, run: str, metrics: list[str] | None = None) -> Context:
     This is the run's one pivot: the report's symptom table reads the same `ctx.wide`.
     """
     d = frame.run_data(run)
-    if metrics is not None:
-        d = d[d["metric"].isin(metrics)]
-    wide = frame.wide(run, metrics) if metrics is None or len(d) else frame.wide(run, [])
-    values = d["value"].to_numpy()
-    bad = ~np.isfinite(values)
-    nonfinite: dict[str, np.ndarray] = {}
-    if bad.any():
-        sub = d[bad]
-        for metric, steps in sub.groupby("metric", observed=True)["step"]:
-            nonfinite[str(metric)] = steps.to_numpy()
+    fast = _pivot(frame, run, d, metrics) if metrics is not None else None
+    if fast is not None:
+        wide, nonfinite = fast
+    else:
+        if metrics is not None:
+            d = d[d["metric"].isin(metrics)]
+        wide = frame.wide(run, metrics) if metrics is None or len(d) else frame.wide(run, [])
+        values = d["value"].to_numpy()
+        bad = ~np.isfinite(values)
+        nonfinite = {}
+        if bad.any():
+            sub = d[bad]
+            for metric, steps in sub.groupby("metric", observed=True)["step"]:
+                nonfinite[str(metric)] = steps.to_numpy()
     info = frame.runs[run]
 
     def wall() -> pd.Series:
@@ -128,12 +132,60 @@ def context(frame: Any, run: str, metrics: list[str] | None = None) -> Context:
     )
 
 
+def _pivot(
+    frame: Any, run: str, d: pd.DataFrame, metrics: list[str]
+) -> tuple[pd.DataFrame, dict[str, np.ndarray]] | None:
+    """`frame.wide(run, metrics)` and the non-finite steps per metric, by numpy on the
+    categorical codes (a run's frame is small: pandas' pivot costs more than the work).
+
+    The same table as the pivot (columns in category order, steps ascending, scales applied);
+    None where the pivot must decide (a missing metric name, two rows of one metric at one
+    step: the pivot's own error is then raised by the caller)."""
+    metric = d["metric"]
+    cats = metric.cat.categories
+    codes = metric.cat.codes.to_numpy()
+    if codes.size and codes.min() < 0:
+        return None
+    wanted = np.asarray(cats.isin(metrics), dtype=bool)
+    sel = wanted[codes] if codes.size else np.zeros(0, dtype=bool)
+    codes = codes[sel]
+    steps = d["step"].to_numpy()[sel]
+    values = d["value"].to_numpy()[sel]
+    if not codes.size:
+        return pd.DataFrame(index=pd.Index([], dtype="int64", name="step")), {}
+    used = np.flatnonzero(np.bincount(codes, minlength=len(cats)))  # category order
+    col = np.searchsorted(used, codes)
+    uniq, row = np.unique(steps, return_inverse=True)
+    cell = row.astype(np.int64) * used.size + col
+    if np.unique(cell).size != cell.size:
+        return None
+    matrix = np.full((uniq.size, used.size), np.nan)
+    matrix[row, col] = values
+    names = [str(cats[i]) for i in used]
+    for name, factor in frame.runs[run].scales.items():
+        if name in names:
+            j = names.index(name)
+            matrix[:, j] = matrix[:, j] * factor
+    wide = pd.DataFrame(
+        matrix,
+        index=pd.Index(uniq.astype(np.int64), name="step"),
+        columns=pd.Index(names, name="metric"),
+    )
+    nonfinite: dict[str, np.ndarray] = {}
+    bad = ~np.isfinite(values)
+    if bad.any():
+        for c in np.unique(codes[bad]):
+            nonfinite[str(cats[c])] = steps[bad & (codes == c)]
+    return wide, nonfinite
+
+
 def evaluate_rule(
-    ctx: Context, rule: Rule, run: str = "", *, detail: bool = True
+    ctx: Context, rule: Rule, run: str = "", *, detail: bool = True, explain: bool = True
 ) -> tuple[Verdict, tuple[np.ndarray, np.ndarray] | None, Signal | None]:
     """The verdict of one rule, the per-step firing mask (steps, firing) and its signal.
 
-    `detail=False` (live following) keeps only the last episode and skips checks and context.
+    `detail=False` (live following) keeps only the last episode and skips checks and context;
+    `explain=False` (the many-run table) keeps every episode and skips checks and context.
     """
     base = Verdict(run, rule.code, rule.name, rule.severity, "ok")
     try:
@@ -167,7 +219,7 @@ def evaluate_rule(
         note = ctx.memo.get("stalled:clock")  # how a stall's "now" was chosen (diagnose)
         if note and any(n.KIND == "stalled" for n in walk(rule.when)):
             base.episodes[-1].summary += f" [{note}]"
-        if detail:
+        if detail and explain:
             base.checks = _checks(ctx, rule, base.episodes[0])
             base.context = _context(ctx, sig.metrics[0], base.episodes[0])
     return base, fire, sig
@@ -285,8 +337,11 @@ def needed_metrics(rules: RuleSet) -> list[str]:
     )
 
 
-def evaluate_run(ctx: Context, rules: RuleSet, run: str, framework: str | None) -> list[Verdict]:
-    """Every rule on one run's context (rules limited by applies_to are skipped)."""
+def evaluate_run(
+    ctx: Context, rules: RuleSet, run: str, framework: str | None, *, explain: bool = True
+) -> list[Verdict]:
+    """Every rule on one run's context (rules limited by applies_to are skipped); without
+    `explain`, fired verdicts carry no checks and no context (see `evaluate_rule`)."""
     verdicts = []
     for rule in rules.rules:
         if rule.frameworks and framework not in rule.frameworks:
@@ -301,7 +356,7 @@ def evaluate_run(ctx: Context, rules: RuleSet, run: str, framework: str | None) 
                 )
             )
             continue
-        verdicts.append(evaluate_rule(ctx, rule, run)[0])
+        verdicts.append(evaluate_rule(ctx, rule, run, explain=explain)[0])
     return verdicts
 
 
