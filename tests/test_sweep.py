@@ -340,3 +340,143 @@ def test_help_names_the_new_sources_and_options() -> None:
     ).stdout
     for word in ("trackio", "SwanLab", "--filter", "--jobs", "--executor", "--detail"):
         assert word in out
+
+
+# -- the per-run work of a sweep, made cheaper: the same results ----------------------------------
+def _without_explanations(doc: dict) -> dict:
+    for v in doc["verdicts"]:
+        v["checks"], v["context"] = [], {}
+    for r in doc["runs"]:
+        r["symptoms"] = []
+    return doc
+
+
+def test_the_table_alone_computes_no_explanations_and_the_same_verdicts(
+    sweep_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The text table shows no checks, contexts or symptom tables: they are not computed
+    (Settings.explain), and every verdict, episode and run summary is what the full run gives."""
+    units = _units(sweep_dir)
+    full = executor.diagnose_many(units, executor.Settings(), jobs=1).report.to_dict()
+    lean = executor.diagnose_many(units, executor.Settings(explain=False), jobs=1).report
+    assert any(v["checks"] for v in full["verdicts"]) and not any(
+        v.checks or v.context for v in lean.verdicts
+    )
+    assert lean.to_dict() == _without_explanations(full)
+    # the command's table (explain off) is the table of the full report
+    import io
+
+    from rich.console import Console
+
+    from rlwatch.cli._common import PIPED_WIDTH
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    text = runner.invoke(app, ["diagnose", str(sweep_dir), "--exit-zero"]).output
+    buf = io.StringIO()
+    full_report = executor.diagnose_many(units, executor.Settings(), jobs=1).report
+    Console(file=buf, width=PIPED_WIDTH, highlight=False).print(table.table_renderable(full_report))
+    assert text == buf.getvalue()
+
+
+def test_the_table_written_row_by_row_is_richs_table_byte_for_byte(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The table's rows are written as segments when every cell fits (rich's per-cell layout was
+    most of a 2,000-run table's cost): the same bytes as rich's own table, coloured and plain,
+    at many widths, with wide characters, emoji codes, markup and control characters (the last
+    two, and tables wider than the console, take rich's path)."""
+    import io
+    import random
+
+    from rich.console import Console
+
+    from rlwatch.engine.evaluate import Episode, Verdict
+    from rlwatch.report import Report
+    from rlwatch.severity import Severity
+
+    rng = random.Random(7)
+    plain = ["run1", "run10", "a/b/seed-3", "x" * 40, "日本語のラン", "a:smile:b", "m:exp/r:2", ""]
+    odd = ["[bold]x", "tab\there", "y" * 150]
+
+    def report(n: int) -> Report:
+        names = plain if rng.random() < 0.7 else plain + odd
+        runs, verdicts = [], []
+        for i in range(n):
+            name = f"{rng.choice(names)}{i}"
+            keys = rng.sample(table.KEYS, rng.randint(0, 5))
+            last = {
+                k: rng.choice([None, 0.5, 123456.0, -1e-9, float(rng.randint(0, 9))]) for k in keys
+            }
+            steps = {"count": rng.randint(0, 10 ** rng.randint(1, 7)), "first": 0, "last": 9}
+            runs.append({"name": name, "steps": steps, "last_values": last})
+            for code in rng.sample(["ER01", "WA02", "IN03", "ER04"], rng.randint(0, 3)):
+                sev = {"E": Severity.ERROR, "W": Severity.WARNING, "I": Severity.INFO}[code[0]]
+                state = rng.choice(["firing", "resolved", "ok", "skipped"])
+                fired = state in ("firing", "resolved")
+                eps = [Episode(rng.randint(0, 10**6), 5, 5, {}, "s")] if fired else []
+                verdicts.append(Verdict(name, code, "a rule", sev, state, eps))
+        return Report(runs, verdicts)
+
+    calls = {"rich": 0}
+    by_rows = table._Table._by_rows
+
+    def counted(self, cells):
+        calls["rich"] += 1
+        return by_rows(self, cells)
+
+    renders = 0
+    for _ in range(150):
+        rep = report(rng.randint(0, 25))
+        for width in (rng.randint(20, 200), 80, 120):
+            for term in (True, False):
+                out = []
+                for how in ("table", "rows"):
+                    buf = io.StringIO()
+                    console = Console(
+                        file=buf,
+                        width=width,
+                        force_terminal=term,
+                        color_system="truecolor" if term else None,
+                        highlight=False,
+                    )
+                    rows = table.rows(rep)
+                    t = table._Table(rows, table._columns(rows)[:3])
+                    if how == "table":
+                        with monkeypatch.context() as m:
+                            m.setattr(table._Table, "_by_rows", counted)
+                            console.print(t)
+                    else:
+                        console.print(t._by_rows(t._cells()))
+                    out.append(buf.getvalue())
+                assert out[0] == out[1]
+                renders += 1
+    assert renders - calls["rich"] > 200  # the segment path was taken, and checked
+
+
+def test_row_median_is_numpys_nanmedian() -> None:
+    """robust.prior_median_mad takes its medians by one sort: numpy's values, bit for bit
+    (numpy's masked-array path below 600 columns and its own above, overflow included)."""
+    import warnings
+
+    import numpy as np
+
+    from rlwatch.engine.robust import _row_median
+
+    rng = np.random.default_rng(0)
+    special = [0.0, -0.0, 1.0, np.inf, -np.inf, 1e308, -1e308, 5e-324]
+    for trial in range(3000):
+        shape = (int(rng.integers(1, 30)), int(rng.integers(1, 40)))
+        if trial == 0:
+            shape = (4, 700)
+        w = [
+            rng.normal(size=shape),
+            rng.integers(-3, 3, size=shape).astype(float),
+            rng.choice(special, size=shape),
+            rng.normal(size=shape) * 10.0 ** int(rng.integers(-300, 300)),
+        ][trial % 4]
+        w[rng.random(shape) < rng.random()] = np.nan
+        w = w[np.sum(~np.isnan(w), axis=1) >= 1]
+        if w.size:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                assert np.array_equal(np.nanmedian(w, axis=1), _row_median(w), equal_nan=True)

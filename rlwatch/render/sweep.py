@@ -83,29 +83,107 @@ def _columns(table: list[dict[str, Any]]) -> list[str]:
     return [k for k in KEYS if k in have]
 
 
+class _Table:
+    """The many-run table as a rich renderable, with the output of rich's table row by row.
+
+    When every cell fits its column on one line (a table no wider than the console, no markup,
+    no control characters) the rows are written as segments here: rich's per-cell work (~0.8
+    ms a row) was most of the cost of a 2,000-run table; the header is still rich's, at the
+    same column widths. Otherwise rich lays the table out row by row."""
+
+    def __init__(self, table_rows: list[dict[str, Any]], keys: list[str]) -> None:
+        self.rows, self.keys = table_rows, keys
+
+    def _cells(self) -> list[list[tuple[str, str]]]:
+        """Per row, (text, style) per column."""
+        out = []
+        for r in self.rows:
+            first = (
+                f"{r['first_error_code']} @{r['first_error_step']}" if r["first_error_code"] else ""
+            )
+            out.append(
+                [
+                    (r["run"], ""),
+                    (r["worst"], STYLE[r["worst"]]),
+                    (first, ""),
+                    (str(r["steps"]), ""),
+                    *((_num(r["last"].get(k)), "") for k in self.keys),
+                ]
+            )
+        return out
+
+    def _headers(self) -> list[tuple[str, dict[str, Any]]]:
+        return [
+            ("run", {"overflow": "fold", "min_width": 16}),
+            ("worst", {"no_wrap": True}),
+            ("first error", {"no_wrap": True}),
+            ("steps", {"justify": "right", "no_wrap": True}),
+            *((SHORT[k], {"justify": "right", "no_wrap": True}) for k in self.keys),
+        ]
+
+    def _table(self, fixed: list[int] | None = None) -> Any:
+        from rich.table import Table
+
+        t = Table(box=None, pad_edge=False, header_style="bold", collapse_padding=True)
+        for j, (name, opts) in enumerate(self._headers()):
+            t.add_column(name, **opts, **({"width": fixed[j]} if fixed else {}))
+        return t
+
+    def _by_rows(self, cells: list[list[tuple[str, str]]]) -> Any:
+        from rich.text import Text
+
+        t = self._table()
+        for row in cells:
+            t.add_row(*(Text(text, style=style) if style else text for text, style in row))
+        return t
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.cells import cell_len
+        from rich.segment import Segment
+        from rich.style import Style
+
+        cells = self._cells()
+        if not cells or not all(
+            text.isprintable() and "[" not in text for row in cells for text, _ in row
+        ):  # markup, control characters: rich's own path
+            yield self._by_rows(cells)
+            return
+        # each cell as rich shows it (emoji codes replaced), and each column's width
+        texts = [[console.render_str(t).plain if ":" in t else t for t, _ in row] for row in cells]
+        lengths = [[cell_len(t) for t in row] for row in texts]
+        headers = self._headers()
+        widths = [
+            max(cell_len(name), opts.get("min_width", 0), *(row[j] for row in lengths))
+            for j, (name, opts) in enumerate(headers)
+        ]
+        if sum(widths) + len(widths) - 1 > options.max_width:  # a cell would wrap: rich's path
+            yield self._by_rows(cells)
+            return
+        head = self._table(fixed=widths)  # the header row, rendered by rich at these widths
+        yield from console.render(head, options)
+        right = [opts.get("justify") == "right" for _, opts in headers]
+        styles = {style: Style.parse(style) for row in cells for _, style in row if style}
+        new_line = Segment.line()
+        for row, text, length in zip(cells, texts, lengths, strict=True):
+            last = len(row) - 1
+            for j, ((_, style), t, n) in enumerate(zip(row, text, length, strict=True)):
+                pad = " " * (widths[j] - n)
+                if style:  # a styled cell is padded in its style (as rich pads a Text)
+                    yield Segment(t + pad, styles[style])
+                else:
+                    yield Segment(pad + t if right[j] else t + pad)
+                if j < last:
+                    yield Segment(" ")
+            yield new_line
+
+
 def table_renderable(report: Report) -> Any:
     from rich.console import Group
-    from rich.table import Table
     from rich.text import Text
 
     table_rows = rows(report)
     keys = _columns(table_rows)[:3]  # 80 columns: the three first key metrics the runs have
-    t = Table(box=None, pad_edge=False, header_style="bold", collapse_padding=True)
-    t.add_column("run", overflow="fold", min_width=16)
-    t.add_column("worst", no_wrap=True)
-    t.add_column("first error", no_wrap=True)
-    t.add_column("steps", justify="right", no_wrap=True)
-    for k in keys:
-        t.add_column(SHORT[k], justify="right", no_wrap=True)
-    for r in table_rows:
-        first = f"{r['first_error_code']} @{r['first_error_step']}" if r["first_error_code"] else ""
-        t.add_row(
-            r["run"],
-            Text(r["worst"], style=STYLE[r["worst"]]),
-            first,
-            str(r["steps"]),
-            *(_num(r["last"].get(k)) for k in keys),
-        )
+    t = _Table(table_rows, keys)
     counts = {k: 0 for k in RANK}
     for r in table_rows:
         counts[r["worst"]] += 1
