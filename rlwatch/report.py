@@ -66,7 +66,9 @@ class Report:
     def __post_init__(self) -> None:
         self.fail_on = Severity.parse(self.fail_on)
         for v in self.verdicts:  # the gate decision, made once
-            v.failing = v.fired and v.severity >= self.fail_on
+            v.failing = (
+                v.fired and v.severity >= self.fail_on and (v.gate == "any" or v.state == "firing")
+            )
 
     @classmethod
     def of_frame(cls, frame: Any) -> Report:
@@ -104,9 +106,9 @@ class Report:
     def run_verdicts(self, run: str) -> list[Verdict]:
         return [v for v in self.verdicts if v.run == run]
 
-    def to_dict(self, *, with_gate: bool = False) -> dict[str, Any]:
-        """The plain-data report (the JSON format). `with_gate` adds each verdict's `failing`
-        (the gate decision made here) for renderers that work on the dict (the HTML page)."""
+    def to_dict(self, *, with_gate: bool = True) -> dict[str, Any]:
+        """The plain-data report (the JSON format). Each verdict carries `failing`, the gate
+        decision made here (a `gate: last` rule's resolved episode is reported, not failing)."""
         counts = dict.fromkeys(STATES, 0)
         for v in self.verdicts:
             counts[v.state] += 1

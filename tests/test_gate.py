@@ -239,3 +239,51 @@ def test_ascii_only_stdout_does_not_crash() -> None:
     assert "Traceback" not in r.stderr
     r = rlwatch("diagnose", str(FIXTURES / "grpo-broken"), env=env)
     assert r.returncode == ExitCode.UNHEALTHY, r.stderr
+
+
+GATE_LAST_RULE = """\
+version: 1
+groups:
+  - name: custom
+    rules:
+      - code: XX01
+        name: custom.low_reward
+        severity: error
+        gate: {gate}
+        when:
+          threshold: {{metric: reward_mean, below: 0.2}}
+        summary: "reward {{value:.2f}} at step {{step}}"
+"""
+
+
+@pytest.mark.parametrize(
+    ("gate", "late", "code", "state"),
+    [
+        ("last", 0.5, 0, "resolved"),  # a state the run passed through: reported, not failing
+        ("last", 0.1, 1, "firing"),  # still in it at the last step: failing
+        ("any", 0.5, 1, "resolved"),  # an event anywhere in the run fails the gate
+    ],
+)
+def test_gate_last_fails_only_while_still_firing_at_the_last_step(
+    tmp_path: Path, gate: str, late: float, code: int, state: str
+) -> None:
+    rules = tmp_path / "r.yaml"
+    rules.write_text(GATE_LAST_RULE.format(gate=gate))
+    log = _jsonl(
+        tmp_path / "run.jsonl", 30, **{"critic/score/mean": lambda i: 0.1 if i < 20 else late}
+    )
+    r = rlwatch("diagnose", str(log), "--rules", str(rules), "--select", "XX01", "--format", "json")
+    assert r.returncode == code, r.stdout + r.stderr
+    v = next(v for v in json.loads(r.stdout)["verdicts"] if v["code"] == "XX01")
+    assert v["state"] == state and v["episodes"][0]["first_step"] == 0
+    assert v["failing"] is bool(code)
+    text = rlwatch("diagnose", str(log), "--rules", str(rules), "--select", "XX01").stdout
+    assert ("not failing" in text) is (code == 0)
+
+
+def test_a_bad_gate_value_is_refused_with_its_position(tmp_path: Path) -> None:
+    rules = tmp_path / "r.yaml"
+    rules.write_text(GATE_LAST_RULE.format(gate="sometimes"))
+    r = rlwatch("rules", "check", str(rules))
+    assert r.returncode == 2
+    assert "r.yaml:8:" in r.stderr and "bad gate 'sometimes'" in r.stderr

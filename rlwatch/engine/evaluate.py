@@ -48,6 +48,7 @@ class Verdict:
     checks: list[dict[str, Any]] = field(default_factory=list)
     context: dict[str, Any] = field(default_factory=dict)  # the metric around the first episode
     failing: bool = False  # fails the gate: set once by the Report (rlwatch/report.py)
+    gate: str = "any"  # the rule's gate: "last" = only an episode still firing fails
 
     @property
     def fired(self) -> bool:
@@ -187,7 +188,7 @@ def evaluate_rule(
     `detail=False` (live following) keeps only the last episode and skips checks and context;
     `explain=False` (the many-run table) keeps every episode and skips checks and context.
     """
-    base = Verdict(run, rule.code, rule.name, rule.severity, "ok")
+    base = Verdict(run, rule.code, rule.name, rule.severity, "ok", gate=rule.gate)
     try:
         sig = evaluate(ctx, rule.when)
     except Skip as exc:

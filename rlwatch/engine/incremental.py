@@ -484,7 +484,7 @@ class Evaluator:
 
     def _verdict(self, rule: Rule, ctx: Context | None = None) -> Verdict:
         st = self.state[rule.code]
-        v = Verdict(self.run, rule.code, rule.name, rule.severity, "ok")
+        v = Verdict(self.run, rule.code, rule.name, rule.severity, "ok", gate=rule.gate)
         v.metrics = dict(st.metrics)
         if rule.frameworks and (self.info is None or self.info.framework not in rule.frameworks):
             v.state, v.reason = "skipped", f"applies to {', '.join(rule.frameworks)} only"

@@ -30,10 +30,15 @@ RULE_KEYS = {
     "when",
     "for",
     "keep_firing_for",
+    "gate",
     "summary",
     "checks",
     "runbook",
 }
+# any: an episode anywhere in the run fails the gate (events: NaN, a blow-up, a crash);
+# last: only an episode still firing at the run's last step does (states a healthy run may pass
+# through, e.g. a reward model at chance during a slow warm-up)
+GATES = ("any", "last")
 TEMPLATE_EXTRAS = {"step", "first_step", "last_step", "steps"}
 MAX_FORMAT = 100  # the widest field and the most decimals a summary template may ask for
 SPEC = re.compile(r"^(?:.?[<>=^])?[-+ ]?z?#?0?(?P<width>\d*)[,_]?(?:\.(?P<prec>\d+))?[a-zA-Z%]?$")
@@ -56,6 +61,7 @@ class Rule:
     description: str = ""
     for_: int = 1
     keep_firing_for: int = 0
+    gate: str = "any"  # any: an episode anywhere fails the gate | last: only one still firing
     checks: tuple[Check, ...] = ()
     runbook: str = ""
     frameworks: tuple[str, ...] = ()
@@ -133,6 +139,7 @@ def _rule_to_plain(r: Rule) -> dict[str, Any]:
         "description": r.description,
         "for": r.for_,
         "keep_firing_for": r.keep_firing_for,
+        "gate": r.gate,
         "checks": [[c.metric, c.hint] for c in r.checks],
         "runbook": r.runbook,
         "frameworks": list(r.frameworks),
@@ -152,6 +159,7 @@ def _rule_from_plain(d: dict[str, Any]) -> Rule:
         description=d["description"],
         for_=d["for"],
         keep_firing_for=d["keep_firing_for"],
+        gate=d["gate"],
         checks=tuple(Check(m, h) for m, h in d["checks"]),
         runbook=d["runbook"],
         frameworks=tuple(d["frameworks"]),
@@ -260,6 +268,9 @@ class _Validator:
         observed = when.template_names()
         n_for = self.int(r.get("for", 1), (*at, "for"), minimum=1)
         keep = self.int(r.get("keep_firing_for", 0), (*at, "keep_firing_for"), minimum=0)
+        gate = r.get("gate", "any")
+        if gate not in GATES:
+            raise self.fail((*at, "gate"), f"bad gate {gate!r} (valid: {', '.join(GATES)})")
         for key, value in (("description", ""), ("runbook", "")):
             if not isinstance(r.get(key, value), str):
                 raise self.fail((*at, key), f"{key} must be a string")
@@ -302,6 +313,7 @@ class _Validator:
             description=str(r.get("description", "")),
             for_=n_for,
             keep_firing_for=keep,
+            gate=gate,
             checks=tuple(checks),
             runbook=str(r.get("runbook", "")),
             frameworks=frameworks,

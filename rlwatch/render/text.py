@@ -99,7 +99,9 @@ def _verdict(v: Verdict) -> list[Any]:
     head = Text("  ")
     head.append(f"{sev.upper():<7}", style=STYLE[sev])
     head.append(
-        f" {v.code} {v.name}  {span(v.episodes)}" + ("" if v.state == "firing" else " (resolved)")
+        f" {v.code} {v.name}  {span(v.episodes)}"
+        + ("" if v.state == "firing" else " (resolved)")
+        + ("" if v.failing or v.state == "firing" or v.gate == "any" else ", not failing")
     )
     out = [head, _indented(Text(v.summary))]
     ctx = v.context or {}
