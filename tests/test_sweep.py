@@ -453,30 +453,51 @@ def test_the_table_written_row_by_row_is_richs_table_byte_for_byte(
     assert renders - calls["rich"] > 200  # the segment path was taken, and checked
 
 
-def test_row_median_is_numpys_nanmedian() -> None:
-    """robust.prior_median_mad takes its medians by one sort: numpy's values, bit for bit
-    (numpy's masked-array path below 600 columns and its own above, overflow included)."""
+def test_the_cheaper_medians_are_numpys_and_pandas_bit_for_bit() -> None:
+    """The medians a run's rules take by hand (one sort or partition instead of numpy's and
+    pandas' per-call machinery) give their values, sign of zero and overflow included:
+    robust._row_median = np.nanmedian(axis=1) (its masked-array path below 600 columns, its
+    own above), robust.median = np.median, stall's expanding median = pandas'."""
     import warnings
 
     import numpy as np
+    import pandas as pd
 
-    from rlwatch.engine.robust import _row_median
+    from rlwatch.engine.conditions import _prior_expanding_median
+    from rlwatch.engine.robust import _row_median, median
+
+    def same(a: np.ndarray, b: np.ndarray) -> bool:
+        a, b = np.asarray(a), np.asarray(b)
+        return np.array_equal(a, b, equal_nan=True) and np.array_equal(np.signbit(a), np.signbit(b))
 
     rng = np.random.default_rng(0)
     special = [0.0, -0.0, 1.0, np.inf, -np.inf, 1e308, -1e308, 5e-324]
-    for trial in range(3000):
-        shape = (int(rng.integers(1, 30)), int(rng.integers(1, 40)))
-        if trial == 0:
-            shape = (4, 700)
-        w = [
+
+    def sample(shape: tuple[int, ...], trial: int) -> np.ndarray:
+        return [
             rng.normal(size=shape),
             rng.integers(-3, 3, size=shape).astype(float),
             rng.choice(special, size=shape),
             rng.normal(size=shape) * 10.0 ** int(rng.integers(-300, 300)),
         ][trial % 4]
-        w[rng.random(shape) < rng.random()] = np.nan
-        w = w[np.sum(~np.isnan(w), axis=1) >= 1]
-        if w.size:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                assert np.array_equal(np.nanmedian(w, axis=1), _row_median(w), equal_nan=True)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for trial in range(2000):
+            shape = (int(rng.integers(1, 30)), int(rng.integers(1, 40)))
+            if trial < 8:
+                shape = (4, 700)
+            w = sample(shape, trial)
+            w[rng.random(shape) < rng.random()] = np.nan
+            w = w[np.sum(~np.isnan(w), axis=1) >= 1]
+            if w.size:
+                assert same(np.nanmedian(w, axis=1), _row_median(w))
+            x = sample((int(rng.integers(0, 40)),), trial)
+            if trial % 7 == 0 and x.size:
+                x[rng.integers(0, x.size)] = np.nan
+            assert same(np.median(x), median(x))
+            x = sample((int(rng.integers(0, 60)),), trial)
+            x = x[np.isfinite(x)]
+            periods = int(rng.integers(1, 8))
+            expected = pd.Series(x).shift(1).expanding(min_periods=periods).median().to_numpy()
+            assert same(expected, _prior_expanding_median(x, periods))
