@@ -11,6 +11,7 @@ metrics for the dashboard.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -184,6 +185,7 @@ class Watch:
             events += self._poll_one(target, follower, now)
         for state in self.runs.values():
             events += self._idle(state, now)
+        _give_back(collect=False)  # the poll's freed heap back to the system (~0.1 ms)
         return events
 
     def _poll_one(self, target: str, follower: Any, now: float) -> list[Event]:
@@ -460,17 +462,31 @@ def _paths(follower: Any) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _give_back() -> None:
-    """Return freed heap to the system (glibc keeps it otherwise); a no-op elsewhere."""
-    import gc
+_LIBC: Any = None  # glibc, once loaded (False where there is none)
 
-    gc.collect()  # pandas leaves reference cycles holding the catch-up's frames
+
+def _give_back(collect: bool = True) -> None:
+    """Return freed heap to the system (glibc keeps it otherwise); `collect` first breaks the
+    reference cycles pandas leaves holding a catch-up's frames and empties Arrow's pool."""
+    global _LIBC
+    if collect:
+        import gc
+        import sys
+
+        gc.collect()
+        if "pyarrow" in sys.modules:  # pandas' string columns allocate from Arrow's own pool
+            with contextlib.suppress(AttributeError, NotImplementedError):
+                sys.modules["pyarrow"].default_memory_pool().release_unused()
+    if _LIBC is False:
+        return
     try:
-        import ctypes
+        if _LIBC is None:
+            import ctypes
 
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+            _LIBC = ctypes.CDLL("libc.so.6")
+        _LIBC.malloc_trim(0)
     except (OSError, AttributeError):
-        pass
+        _LIBC = False
 
 
 def _notices(follower: Any) -> list[str]:

@@ -95,9 +95,10 @@ class _VerlConsole:
 
     def finish(self) -> None:
         """The Initial/Final validation dicts repeat what the step lines logged; they are
-        used only when no step line carries their keys."""
+        used only when no step line carries their keys (decided for both first)."""
+        logged = {w: any(k in self.rows.index for k in m) for w, m in self.validation.items()}
         for which, metrics in self.validation.items():
-            if metrics and not any(k in self.rows.index for k in metrics):
+            if metrics and not logged[which]:
                 step = (self.first_step if which == "Initial" else self.last_step) or 0
                 for k, x in metrics.items():
                     self.rows.add(step, k, x)

@@ -43,7 +43,7 @@ def _episodes(verdicts: list[dict]) -> list[tuple[str, str, int, int]]:
     )
 
 
-def _replay(src: Path, dst: Path, seed: int) -> Watch:
+def _replay(src: Path, dst: Path, seed: int, keep_rows: bool = False) -> Watch:
     """Copy `src` to `dst` file by file in random bursts, polling a Watch in between."""
     rng = random.Random(seed)
     files = sorted(
@@ -57,7 +57,9 @@ def _replay(src: Path, dst: Path, seed: int) -> Watch:
             todo.append((f.read_bytes(), out))
         else:
             shutil.copy2(f, out)
-    watch = Watch([str(dst)], load_rules(), stale_after=1e9, stall_floor=1e9)
+    watch = Watch(
+        [str(dst)], load_rules(), stale_after=1e9, stall_floor=1e9, keep_rows=keep_rows
+    )
     watch.poll()  # nothing there yet: waiting
     assert watch.waiting
     for data, out in todo:
@@ -89,3 +91,57 @@ def test_tail_reports_what_diagnose_reports(run: Path, tmp_path: Path) -> None:
     diagnose = _episodes(json.loads(r.stdout)["verdicts"])
     assert tail == diagnose
     assert watch.evaluations > 0
+
+
+def _verl_log(val_in_steps: bool) -> str:
+    """A verl console log with `Initial/Final validation metrics: {...}` lines (as verl's
+    trainer prints them), its step lines carrying the validation keys or not."""
+    out = [
+        "(TaskRunner pid=1) Initial validation metrics: {'val-core/openai/gsm8k/reward/mean@1':"
+        " 0.62, 'val-aux/num_turns/min': 2}"
+    ]
+    for s in range(1, 41):
+        entropy = 0.6 if s < 20 else 0.6 * 0.8 ** (s - 19)
+        line = (
+            f"(TaskRunner pid=1) step:{s} - actor/entropy:{entropy:.4f} - actor/grad_norm:0.5"
+            f" - critic/score/mean:{0.2 + s / 100:.3f} - actor/pg_loss:0.01"
+        )
+        if val_in_steps and s % 10 == 0:
+            line += f" - val-core/openai/gsm8k/reward/mean@1:{0.6 - s / 200:.3f}"
+        out.append(line)
+    out.append(
+        "(TaskRunner pid=1) Final validation metrics: {'val-core/openai/gsm8k/reward/mean@1':"
+        " 0.31, 'val-aux/num_turns/min': 2}"
+    )
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("val_in_steps", [False, True], ids=["dicts-only", "dicts-repeat-steps"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_initial_and_final_validation_rows_live_as_in_diagnose(
+    tmp_path: Path, val_in_steps: bool, seed: int
+) -> None:
+    """verl's Initial/Final validation dicts count only where no step line logs their keys
+    (diagnose's reader); tail, fed in random bursts, ends with the same rows and verdicts."""
+    from rlwatch.sources import load
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.log").write_text(_verl_log(val_in_steps))
+    dst = tmp_path / "run"
+    dst.mkdir()
+    watch = _replay(src, dst, seed, keep_rows=True)
+    seen = watch.rows()
+    batch = load([str(dst)]).data
+    key = ["metric", "step", "value"]
+
+    def rows(d):
+        d = d[key].astype({"metric": str})
+        return sorted(map(tuple, d.itertuples(index=False)))
+
+    assert rows(seen) == rows(batch)
+    val = batch[batch["metric"].astype(str) == "val_score"]
+    assert len(val) == (4 if val_in_steps else 2)  # the dicts only when no step line has them
+    tail = _episodes([v.to_dict() for v in watch.verdicts()])
+    r = CliRunner().invoke(app, ["diagnose", str(dst), "--format", "json", "--exit-zero"])
+    assert tail == _episodes(json.loads(r.stdout)["verdicts"])

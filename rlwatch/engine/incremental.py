@@ -74,6 +74,13 @@ def _codes(col: pd.Series) -> tuple[np.ndarray, list[str]]:
     return codes, [str(n) for n in names]
 
 
+def _release(ctx: Context) -> None:
+    """Free a context now: a skipped condition's exception, kept in the memo, holds the frames
+    that hold the context (a cycle only the garbage collector would break, some time later:
+    meanwhile a whole-history window of the run stays resident)."""
+    ctx.memo.clear()
+
+
 @dataclass
 class Change:
     """A rule started or stopped firing during an update."""
@@ -278,7 +285,8 @@ class Evaluator:
         order = np.argsort(hs, kind="stable")
         hs, hv = hs[order], hv[order]
         last = np.concatenate([hs[1:] != hs[:-1], [True]]) if hs.size else hs.astype(bool)
-        self.heads[m] = (hs[last][: n + 1], hv[last][: n + 1])
+        # copies: a slice would keep the whole concatenation alive
+        self.heads[m] = (hs[last][: n + 1].copy(), hv[last][: n + 1].copy())
 
     def _restarts(self, rows: pd.DataFrame, step: np.ndarray) -> None:
         """A tag written at a lower step than its last write starts a new segment."""
@@ -306,6 +314,17 @@ class Evaluator:
     def _trim(self) -> None:
         for m, col in self.cols.items():
             col.trim(self.keep.get(m))
+        # metrics logged at the same steps share one steps array (arrays are never changed in
+        # place: merge and trim make new ones): a run's whole history is kept once, not per metric
+        shared: dict[tuple[int, int, int], np.ndarray] = {}
+        for col in self.cols.values():
+            st = col.steps
+            if st.size < 256:
+                continue
+            k = (st.size, int(st[0]), int(st[-1]))
+            other = shared.setdefault(k, st)
+            if other is not st and np.array_equal(other, st):
+                col.steps = other
         for col in self.check_cols.values():
             col.trim(64)
         if not self.wall_rules:
@@ -421,6 +440,7 @@ class Evaluator:
                 changes.append(Change("fired", rule.code, v, v.episodes[i]))
                 if i != last or not st.firing:
                     changes.append(Change("resolved", rule.code, v, v.episodes[i]))
+        _release(ctx)
         return changes
 
     def _merge(self, rule: Rule, st: _RuleState, sig: Any, cutoff: int) -> None:
@@ -523,6 +543,8 @@ class Evaluator:
             ws, wv = arrivals
         else:
             ws, wv = np.empty(0, np.int64), np.empty(0)
+        if ws.size > self.clock_keep:  # the kind reads the last `window` intervals only
+            ws, wv = ws[-self.clock_keep :], wv[-self.clock_keep :]
         ctx = build_context(
             pd.DataFrame(index=pd.Index(ws, name="step")),
             {},
@@ -562,6 +584,7 @@ class Evaluator:
             st.judged = last
             v = self._verdict(rule)
             changes.append(Change("fired", rule.code, v, v.episodes[-1]))
+        _release(ctx)
         return changes
 
     def verdict(self, code: str) -> Verdict:
@@ -575,7 +598,11 @@ class Evaluator:
         return [self._verdict(r) for r in self.rules]
 
     def memory(self) -> int:
-        """Bytes held in kept values (for the benchmark and tests)."""
-        n = sum(c.steps.nbytes + c.values.nbytes for c in self.cols.values())
-        n += sum(c.steps.nbytes + c.values.nbytes for c in self.check_cols.values())
-        return n + self.wall.steps.nbytes + self.wall.values.nbytes
+        """Bytes held in kept values (for the benchmark and tests; shared arrays once)."""
+        arrays = {
+            id(a): a.nbytes
+            for c in (*self.cols.values(), *self.check_cols.values(), self.wall)
+            for a in (c.steps, c.values)
+        }
+        arrays.update({id(a): a.nbytes for h in self.heads.values() for a in h})
+        return sum(arrays.values())

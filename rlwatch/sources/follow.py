@@ -266,9 +266,12 @@ def _notices_of(follower: Any) -> list[str]:
 
 def follow(target: str, log_format: str | None = None, tracking_uri: str | None = None) -> Any:
     """A follower for one target (the live counterpart of `resolve`)."""
-    from rlwatch.sources import ACCEPTED, logs, wandb_api
+    from rlwatch.sources import ACCEPTED
 
-    logs.check_format(log_format)
+    if log_format is not None:  # the log readers are loaded only where logs are followed
+        from rlwatch.sources import logs
+
+        logs.check_format(log_format)
     if target.startswith("mlflow:"):
         from rlwatch.sources import mlflow_source
 
@@ -277,7 +280,13 @@ def follow(target: str, log_format: str | None = None, tracking_uri: str | None 
             raise UsageError("mlflow: needs a run: mlflow:<run_id> or mlflow:<experiment>/<run>")
         uri = mlflow_source.tracking_uri(tracking_uri)
         return RemoteFollower(mlflow_source.Follower(ref, uri))
-    if wandb_api.parse(target) is not None:
+    if target.startswith("wandb:") or "://" in target:  # a W&B ref is one or a run URL
+        from rlwatch.sources import wandb_api
+
+        remote = wandb_api.parse(target)
+    else:
+        remote = None
+    if remote is not None:
         raise UsageError(
             f"{target}: following W&B server runs is not supported; follow the "
             "run's local wandb/ folder instead"

@@ -18,10 +18,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import sqlite3
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import sqlite3  # imported where used: a follower of other sources never loads SQLite
 
 from rlwatch.errors import SourceError, UsageError
 from rlwatch.frame import RunFrame, RunInfo
@@ -44,12 +46,16 @@ def trackio_dir() -> Path:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
+    import sqlite3
+
     # read-only; WAL lets the writer go on while we read a consistent snapshot
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
 
 
 def is_store(path: Path) -> bool:
     """A SQLite file whose `metrics` table has trackio's columns."""
+    import sqlite3
+
     try:
         with open(path, "rb") as f:
             if f.read(16) != _SQLITE_MAGIC:
@@ -96,6 +102,8 @@ class _RunRows:
 
 def list_runs(path: Path) -> list[tuple[str, str]]:
     """(run key, run name) of every run in a project file, in first-write order."""
+    import sqlite3
+
     db = _connect(path)
     try:
         cols = {r[1] for r in db.execute("PRAGMA table_info(metrics)")}
@@ -114,6 +122,8 @@ def list_runs(path: Path) -> list[tuple[str, str]]:
 
 def load(path: str | os.PathLike[str], run: str | None = None) -> RunFrame:
     """Every run of a trackio project file (or the one run named / keyed `run`)."""
+    import sqlite3
+
     path = Path(path)
     try:
         db = _connect(path)
@@ -188,6 +198,8 @@ def load(path: str | os.PathLike[str], run: str | None = None) -> RunFrame:
 
 
 def _configs(db: sqlite3.Connection, key: str) -> dict[str, dict[str, object]]:
+    import sqlite3
+
     try:
         cols = {r[1] for r in db.execute("PRAGMA table_info(configs)")}
         if not {"config", "run_name"} <= cols:

@@ -271,6 +271,10 @@ class Follower:
         for text in self.tail.blocks():
             self.parser.feed(text, self.lineno)
             self.lineno += text.count("\n")
+        if "Final" in getattr(self.parser, "validation", {}):
+            # verl's Initial/Final validation dicts are decided once the Final one is printed
+            # (the end of training: every step line is in), as the batch reader decides them
+            self.parser.finish()
         return self._delta()
 
     def notices(self) -> list[str]:

@@ -271,9 +271,11 @@ class VerlConsole:
 
     def finish(self) -> None:
         """The Initial/Final validation dicts repeat what the step lines logged; they are
-        used only when no step line carries their keys."""
+        used only when no step line carries their keys (decided for both before either is
+        added: the Initial dict's rows must not hide the Final one)."""
+        logged = {w: any(k in self.cols.index for k in m) for w, m in self.validation.items()}
         for which, metrics in self.validation.items():
-            if metrics and not any(k in self.cols.index for k in metrics):
+            if metrics and not logged[which]:
                 step = (self.first_step if which == "Initial" else self.last_step) or 0
                 for k, x in metrics.items():
                     self.cols.add(step, k, x)
