@@ -57,9 +57,7 @@ def _replay(src: Path, dst: Path, seed: int, keep_rows: bool = False) -> Watch:
             todo.append((f.read_bytes(), out))
         else:
             shutil.copy2(f, out)
-    watch = Watch(
-        [str(dst)], load_rules(), stale_after=1e9, stall_floor=1e9, keep_rows=keep_rows
-    )
+    watch = Watch([str(dst)], load_rules(), stale_after=1e9, stall_floor=1e9, keep_rows=keep_rows)
     watch.poll()  # nothing there yet: waiting
     assert watch.waiting
     for data, out in todo:
