@@ -64,6 +64,13 @@ def tracking_uri(flag: str | None) -> str:
     return uri
 
 
+Since = int | dict[str, int] | None  # after this step: one for all keys, or per key
+
+
+def _since(since: Since, key: str) -> int | None:
+    return since.get(key) if isinstance(since, dict) else since
+
+
 @dataclass
 class Run:
     run_id: str
@@ -232,10 +239,11 @@ class _Rest:
             )
         return out
 
-    def history(self, run: Run, since: int | None = None) -> list[tuple[str, np.ndarray]]:
+    def history(self, run: Run, since: Since = None) -> list[tuple[str, np.ndarray]]:
         def one(key: str) -> tuple[str, np.ndarray]:
-            bulk = self._bulk(run, key, since)
-            return (key, bulk) if bulk is not None else self._paged(run, key, since)
+            after = _since(since, key)
+            bulk = self._bulk(run, key, after)
+            return (key, bulk) if bulk is not None else self._paged(run, key, after)
 
         with ThreadPoolExecutor(max_workers=WORKERS) as pool:
             return list(pool.map(one, run.keys))
@@ -358,7 +366,7 @@ class _Sqlite:
         )
         return Run(ref, row[0] or ref, row[1], params, [])
 
-    def history(self, run: Run, since: int | None = None) -> list[tuple[str, np.ndarray]]:
+    def history(self, run: Run, since: Since = None) -> list[tuple[str, np.ndarray]]:
         """Per key, numbers only (no per-row strings): the (run_uuid, key, step) index serves
         each query, in write order (timestamp, step)."""
         keys = [
@@ -369,12 +377,15 @@ class _Sqlite:
         ]
         q = (
             "SELECT step, CASE WHEN is_nan THEN NULL ELSE value END, timestamp / 1000.0 "
-            "FROM metrics WHERE run_uuid = ? AND key = ?"
+            "FROM metrics WHERE run_uuid = ? AND key = ? AND step > ?"
+            " ORDER BY timestamp, step"
         )
-        if since is not None:
-            q += f" AND step > {int(since)}"
-        q += " ORDER BY timestamp, step"
-        return [(k, _columns(self.db.execute(q, (run.run_id, k)).fetchall())) for k in keys]
+        out = []
+        for k in keys:
+            after = _since(since, k)
+            low = -(2**63) if after is None else int(after)
+            out.append((k, _columns(self.db.execute(q, (run.run_id, k, low)).fetchall())))
+        return out
 
 
 class _Files:
@@ -416,17 +427,18 @@ class _Files:
             d.name, _meta(d / "meta.yaml").get("run_name") or d.name, str(exp), params, sorted(keys)
         )
 
-    def history(self, run: Run, since: int | None = None) -> list[tuple[str, np.ndarray]]:
+    def history(self, run: Run, since: Since = None) -> list[tuple[str, np.ndarray]]:
         d = self._run_dir(run.run_id)
         out = []
         for key in run.keys:
+            after = _since(since, key)
             rows = []
             for line in (d / "metrics" / key).read_text().splitlines():
                 parts = line.split()
                 if len(parts) < 2:
                     continue
                 step = int(parts[2]) if len(parts) > 2 else 0
-                if since is None or step > since:
+                if after is None or step > after:
                     rows.append((step, float(parts[1]), int(parts[0]) / 1000.0))
             out.append((key, _columns(rows)))
         return out
@@ -521,18 +533,23 @@ def _bounded(work: Any, st: Any, uri: str, deadline: float) -> Any:
 
 
 class Follower:
-    """Polls one MLflow run: each poll returns only rows after the last step seen."""
+    """Polls one MLflow run: each poll returns, per key, only rows after the last step seen of
+    that key (keys are read one request each, while the run is being written: one step for
+    all keys would lose what was logged between two keys' reads, or after another call at
+    the same step -- TRL logs eval after train at the same step)."""
 
     def __init__(self, ref: str, uri: str):
         self.uri = uri
         self.store = store(uri)
         self.ref = ref
-        self.last: int | None = None
+        self.last: dict[str, int] = {}
 
     def poll(self) -> RunFrame:
         run = self.store.run(self.ref)
-        rows = self.store.history(run, self.last)
+        rows = self.store.history(run, dict(self.last))
         if not any(len(a) for _, a in rows):
             return RunFrame.empty()
-        self.last = int(max(a[:, 0].max() for _, a in rows if len(a)))
+        for key, a in rows:
+            if len(a):
+                self.last[key] = max(self.last.get(key, -(2**62)), int(a[:, 0].max()))
         return _frame(run, rows, self.uri)
