@@ -515,7 +515,10 @@ class Evaluator:
             if ctx is not None:
                 v.checks = _checks(ctx, rule, v.episodes[0])
         elif st.skipped or not st.evaluated:
-            v.state, v.reason = "skipped", st.skipped or "no rows for its metrics yet"
+            why = "no rows for its metrics yet"
+            if rule in self.clock_rules:
+                why = "judged at a time, by tail (its clock) and diagnose (the run's files)"
+            v.state, v.reason = "skipped", st.skipped or why
         return v
 
     def tick(self, *, force: bool = False) -> list[Change]:
