@@ -22,6 +22,7 @@ import threading
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -299,8 +300,13 @@ class _Rest:
 
 
 def _columns(rows: list[Any]) -> np.ndarray:
-    """(n, 3) float64: step, value, wall time (s)."""
-    return np.asarray(rows, dtype=np.float64).reshape(-1, 3)
+    """(n, 3) float64: step, value, wall time (s). One flat pass (half the time of converting
+    the nested rows); a NULL value (the sqlite store's NaN) takes the nested way, None -> NaN."""
+    try:
+        flat = np.fromiter(chain.from_iterable(rows), np.float64, count=3 * len(rows))
+    except (TypeError, ValueError):
+        return np.asarray(rows, dtype=np.float64).reshape(-1, 3)
+    return flat.reshape(-1, 3)
 
 
 def _one(ids: list[str], exp: str, name: str, where: str) -> str:
