@@ -290,6 +290,15 @@ def discover(target: str | os.PathLike[str], log_format: str | None = None) -> D
                 out.runs.append(Found(name, kind, [w], str(w), own_name=own))
                 claimed.append(d)
                 in_claimed = True
+        if not in_claimed and os.path.join(d, "logs") in subdirs:
+            from rlwatch.sources import swanlab
+
+            if swanlab.is_legacy_run(Path(d)):  # SwanLab < 0.7 local: logs/<column>/<n>.log
+                name = _rel(d, root, root_name)
+                own = name == root_name or bool(TRACKER_DIR.match(Path(d).name))
+                out.runs.append(Found(name, "swanlab", [Path(d)], d, own_name=own))
+                claimed.append(d)
+                in_claimed = True
         for db in stores:
             name = _rel(str(db.with_suffix("")), root, root_name)
             out.runs.append(Found(name, "trackio", [db], str(db)))
@@ -362,7 +371,7 @@ def _looks_like_run(p: Path) -> bool:
     return (
         tensorboard.is_event_file(p)
         or p.suffix in (".wandb", ".db")
-        or p.name.endswith(swanlab.SUFFIX)
+        or (p.name.endswith(swanlab.SUFFIX) and not swanlab.is_board_db(p))
         or p.suffix in logs.LOG_SUFFIXES
         or p.name.endswith(".log.txt")
     )
