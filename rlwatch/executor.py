@@ -346,6 +346,11 @@ def run_pool(units: list[Unit], settings: Settings, jobs: int) -> Iterator[Outco
 
     _ruleset(settings)  # forked workers inherit the loaded pack
     method = "fork" if sys.platform.startswith("linux") else "spawn"
+    if method == "fork":
+        # the first run here: what the per-run path imports and caches lazily (the reader,
+        # the metric-name catalogue, ...) is then inherited by every worker, not paid by each
+        yield diagnose_unit(units[0], settings)
+        units = units[1:]
     ctx = mp.get_context(method)
     jobs = min(jobs, len(units))
     chunk = max(1, min(16, len(units) // (jobs * 8)))

@@ -501,3 +501,53 @@ def test_the_cheaper_medians_are_numpys_and_pandas_bit_for_bit() -> None:
             periods = int(rng.integers(1, 8))
             expected = pd.Series(x).shift(1).expanding(min_periods=periods).median().to_numpy()
             assert same(expected, _prior_expanding_median(x, periods))
+
+
+def test_progress_bar_on_a_terminal_goes_to_stderr_and_not_into_the_output(sweep_dir: Path) -> None:
+    """On a terminal (stderr is a pty here, as the colour tests force a terminal), a sweep shows
+    its progress on stderr; the JSON on the piped stdout carries no trace of it."""
+    import os
+    import pty
+    import select
+    import struct
+    import threading
+
+    fcntl = pytest.importorskip("fcntl")
+    termios = pytest.importorskip("termios")
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "TERM")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlwatch", "diagnose", str(sweep_dir), "-f", "json", "--jobs", "1"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env={**env, "TERM": "xterm-256color", "COLUMNS": "100"},
+    )
+    os.close(slave)
+    out: list[bytes] = []
+    reader = threading.Thread(target=lambda: out.append(proc.stdout.read()))  # type: ignore[union-attr]
+    reader.start()
+    err = b""
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], 120)
+            if not ready:
+                break
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed its end of the terminal
+                break
+            if not chunk:
+                break
+            err += chunk
+    finally:
+        os.close(master)
+        proc.wait(timeout=120)
+        reader.join(timeout=120)
+    assert proc.returncode == 1
+    text = err.decode("utf-8", "replace")
+    assert "diagnosing" in text and "/6" in text  # the bar: "diagnosing ━━━ 3/6 0:00:01"
+    stdout = out[0].decode()
+    assert "diagnosing" not in stdout and "\x1b" not in stdout
+    assert json.loads(stdout)["run_count"] == 6
