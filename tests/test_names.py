@@ -205,3 +205,37 @@ def test_every_alias_names_a_known_framework_and_the_table_loads() -> None:
     }
     assert required <= set(cat.metrics)
     assert {a.framework for m in cat.metrics.values() for a in m.aliases} == set(cat.frameworks)
+
+
+def test_nemo_rl_keys_as_its_loggers_write_them() -> None:
+    """NeMo RL logs through its TensorBoard/SwanLab/W&B loggers as `<prefix>/<key>`: GRPO's
+    loss-function and rollout metrics under `train/` (nemo_rl/algorithms/grpo.py,
+    loss/loss_functions.py, experience/rollouts.py), step timing under `timing/train/`,
+    validation under `validation/`, and PPO's value model under `train/critic/`
+    (ppo.py `_compute_critic_metrics`)."""
+    grpo = {
+        "train/loss": "loss",
+        "train/reward": "reward_mean",
+        "train/grad_norm": "grad_norm",
+        "train/gen_kl_error": "rollout_kl",
+        "train/token_mult_prob_error": "rollout_prob_error",
+        "train/sampling_importance_ratio": "rollout_is_ratio",
+        "train/approx_entropy": "entropy",
+        "train/kl_penalty": "kl_ref",
+        "train/probs_ratio": "ratio_mean",
+        "train/mean_gen_tokens_per_sample": "response_length_mean",
+        "train/truncation_rate": "truncation_rate",
+        "train/lr": "lr",
+        "timing/train/total_step_time": "step_time",
+        "validation/accuracy": "val_score",
+    }
+    ppo = {
+        **{k: v for k, v in grpo.items() if k != "train/kl_penalty"},
+        "train/critic/loss": "value_loss",
+        "train/critic/grad_norm": "critic_grad_norm",
+        "train/critic/explained_var": "explained_var",
+    }
+    for keys in (grpo, ppo):
+        r = names.resolve(list(keys))
+        assert r.framework == "nemo_rl"
+        assert {raw: canon for canon, raw in r.canonical.items()} == keys
