@@ -51,7 +51,11 @@ def main() -> None:
     args = ap.parse_args()
     py = sys.executable
     with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "NO_COLOR": "1", "XDG_CACHE_HOME": cache, "RLWATCH_NO_CACHE": ""}
+        # bytecode as an installed package has it: the warm-up run writes any stale .pyc
+        # (PYTHONDONTWRITEBYTECODE in the caller's environment would make every run compile
+        # rlwatch's sources again, ~0.1 s)
+        base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env = {**base, "NO_COLOR": "1", "XDG_CACHE_HOME": cache, "RLWATCH_NO_CACHE": ""}
         cold = {**env, "RLWATCH_NO_CACHE": "1"}
         rows = {
             "python -c pass": measure([py, "-c", "pass"], args.runs, env),
