@@ -120,7 +120,7 @@ class RunState:
             return None
         return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0]) * 60
 
-    def judge_stall(self, now: float) -> list:
+    def judge_stall(self, now: float, idle: bool = False) -> list:
         """The clock rules (`stalled`) judged now: on the run's wall clock (the last step's
         wall time plus the time since it arrived, or since it was written when it was already
         there at tail's start), or on tail's clock of step arrivals for a source without
@@ -131,6 +131,8 @@ class RunState:
         # no step arrived while following and no writer seen (lag None): the run is judged
         # at its latest record, as diagnose judges files
         since = 0.0 if self.lag is None else now - self.new_at + self.lag
+        if idle and since < ev.clock_floor and not ev.clock_firing():
+            return []  # an idle poll before any stall could be due judges nothing
         if ev.wall.steps.size:
             at = float(np.nanmax(ev.wall.values)) + since
             return ev.at(at)
@@ -343,7 +345,7 @@ class Watch:
             )
         # from when the last step arrived; a step already there when tail started counts
         # from its own wall time (the run may have stalled before tail was started)
-        events += self._changes(state, state.judge_stall(now))
+        events += self._changes(state, state.judge_stall(now, idle=True))
         return events
 
     # -- views --------------------------------------------------------------------------

@@ -164,6 +164,7 @@ class Evaluator:
         self.wall_rules: list[Rule] = []
         self.clock_rules: list[Rule] = []  # judged at a time (Evaluator.at), not at a step
         self.clock_keep = 4  # wall times kept when no rule reads the whole wall history
+        self.clock_floor = float("inf")  # no clock rule fires before this many idle seconds
         for rule in self.rules:
             lb = rule_lookback(rule)
             for m in dict.fromkeys(metrics_of(rule.when)):
@@ -179,6 +180,7 @@ class Evaluator:
                 for n in walk(rule.when):
                     if n.KIND == "stalled":
                         self.clock_keep = max(self.clock_keep, int(n.window) + 2)
+                        self.clock_floor = min(self.clock_floor, float(n.floor))
             elif _uses_wall(rule.when):
                 self.wall_rules.append(rule)
         self.checked = {c.metric for r in self.rules for c in r.checks}
@@ -331,11 +333,13 @@ class Evaluator:
             self.wall.trim(self.clock_keep)
 
     # -- evaluation ----------------------------------------------------------------------
-    def _context(self, cutoff: int, whole: bool = False) -> Context:
-        """Every kept metric from `keep` values before the cutoff to the end."""
+    def _context(self, cutoff: int, whole: bool = False, only: set[str] | None = None) -> Context:
+        """Every kept metric (or `only` these) from `keep` values before the cutoff to the end."""
         parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         cut = False
         for m, col in {**self.check_cols, **self.cols}.items():
+            if only is not None and m not in only:
+                continue
             i = int(np.searchsorted(col.steps, cutoff, side="left"))
             if m not in self.cols:
                 lo = 0
@@ -403,7 +407,25 @@ class Evaluator:
             whole_run = cols and not any(c.dropped for c in cols)
             if whole_run and self.state[r.code].n_run < 2 * max(r.for_, r.when.head() + 1) + 2:
                 cuts[r.code] = -(2**62)
-        ctx = self._context(min(cuts.values()), whole=any(r.code in self.whole for r in rules))
+        again = [r for r in rules if cuts[r.code] == -(2**62)]
+        if again and len(again) < len(rules):
+            # rules judged again from the run's start (a sparse metric early in its logging)
+            # read only their own metrics from the start: the others keep their windows, so a
+            # poll of a long run does not become a whole-run evaluation of every rule
+            rest = [r for r in rules if cuts[r.code] != -(2**62)]
+            return self._judge(again, cuts) + self._judge(rest, cuts)
+        return self._judge(rules, cuts)
+
+    def _judge(self, rules: list[Rule], cuts: dict[str, int]) -> list[Change]:
+        only = None
+        if min(cuts[r.code] for r in rules) == -(2**62):
+            only = {m for r in rules for m in r.when.metrics()}
+            only |= {c.metric for r in rules for c in r.checks}
+        ctx = self._context(
+            min(cuts[r.code] for r in rules),
+            whole=any(r.code in self.whole for r in rules),
+            only=only,
+        )
         framework = self.info.framework if self.info is not None else None
         changes = []
         for rule in rules:
@@ -532,6 +554,9 @@ class Evaluator:
         cost = time.monotonic() - t0
         self.due = time.monotonic() + WHOLE_SHARE * cost
         return changes
+
+    def clock_firing(self) -> bool:
+        return any(self.state[r.code].firing for r in self.clock_rules)
 
     def at(self, now: Any, arrivals: tuple[np.ndarray, np.ndarray] | None = None) -> list[Change]:
         """Judge the clock rules (`stalled`) at `now`, on the clock of the run's wall times
