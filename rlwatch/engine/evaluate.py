@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import string
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -302,6 +303,27 @@ def _episode(
     return Episode(int(steps[a]), int(steps[b]), int(steps[at]), observed, summary)
 
 
+class _NotLogged:
+    """A template field of a metric the run did not log (one branch of an `any`): "n/a"."""
+
+    def __format__(self, spec: str) -> str:
+        return "n/a"
+
+    def __getattr__(self, name: str) -> _NotLogged:
+        return self
+
+
+class _SummaryFormatter(string.Formatter):
+    def get_field(self, field_name: str, args: Any, kwargs: Any) -> Any:
+        try:
+            return super().get_field(field_name, args, kwargs)
+        except (KeyError, AttributeError):
+            return _NotLogged(), field_name
+
+
+_SUMMARY = _SummaryFormatter()
+
+
 def render_summary(template: str, observed: dict[str, float], **extra: int) -> str:
     """Fill a rule's summary template; dotted names (kl_ref.value) address cross-metric values."""
     flat: dict[str, Any] = {}
@@ -314,7 +336,7 @@ def render_summary(template: str, observed: dict[str, float], **extra: int) -> s
             flat[key] = value
     ns = {k: types.SimpleNamespace(**v) for k, v in nested.items()}
     try:
-        return template.format(**extra, **flat, **ns)
+        return _SUMMARY.vformat(template, (), {**extra, **flat, **ns})
     except (KeyError, AttributeError, ValueError, TypeError) as exc:
         return f"{template} [summary could not be filled: {exc}]"
 
