@@ -289,81 +289,72 @@ class Blocks:
         self.path, self.offset, self.block, self.binary = path, offset, block or BLOCK, binary
         self.partial = 0
         self.long_lines = 0
+        self._dropping = False  # inside a line too long to hold
         self.lineno = 1  # the line number the next block starts at
 
-    def __iter__(self) -> Iterator[Any]:
-        carry = b""
-        dropping = False
+    def _reads(self) -> Iterator[bytes]:
+        """The file's blocks from `offset`, with the rest of a line too long to hold (and
+        being dropped) cut off the front."""
+        self._dropping = False
         with open(self.path, "rb") as f:
             f.seek(self.offset)
-            while True:
-                data = f.read(self.block)
-                if not data:
-                    break
-                if dropping:  # inside a line too long to hold: skip to its end
+            while data := f.read(self.block):
+                if self._dropping:  # inside a line too long to hold: skip to its end
                     nl = data.find(b"\n")
                     if nl < 0:
                         self.offset += len(data)
                         continue
                     self.offset += nl + 1
                     self.lineno += 1
-                    data, dropping = data[nl + 1 :], False
-                buf = carry + data if carry else data
-                cut = buf.rfind(b"\n")
-                if cut < 0:
-                    carry = buf
-                    if len(carry) > MAX_LINE:
-                        self.long_lines += 1
-                        self.offset += len(carry)
-                        carry, dropping = b"", True
-                    continue
-                carry = buf[cut + 1 :]
-                chunk = buf[: cut + 1]
-                self.offset += cut + 1
-                yield chunk if self.binary else chunk.decode("utf-8", "replace")
-                self.lineno += chunk.count(b"\n")
-        self.partial = len(carry)
-        if dropping:
-            self.partial = 0
+                    data, self._dropping = data[nl + 1 :], False
+                yield data
+
+    def _hold(self, carry: bytes) -> bytes:
+        """The start of an unfinished line, or nothing once it is too long to hold (it is
+        counted, and dropped up to its end)."""
+        if len(carry) <= MAX_LINE:
+            return carry
+        self.long_lines += 1
+        self.offset += len(carry)
+        self._dropping = True
+        return b""
+
+    def _finish(self, carry: bytes) -> None:
+        self.partial = 0 if self._dropping else len(carry)
+
+    def __iter__(self) -> Iterator[Any]:
+        carry = b""
+        for data in self._reads():
+            buf = carry + data if carry else data
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                carry = self._hold(buf)
+                continue
+            carry = buf[cut + 1 :]
+            chunk = buf[: cut + 1]
+            self.offset += cut + 1
+            yield chunk if self.binary else chunk.decode("utf-8", "replace")
+            self.lineno += chunk.count(b"\n")
+        self._finish(carry)
 
     def line_lists(self) -> Iterator[list[bytes]]:
         """The same complete lines as bytes, a block's worth at a time and without their
         newlines: split once, never copied into a joined block (a line is assembled from two
         reads only when it straddles them)."""
         carry = b""
-        dropping = False
-        with open(self.path, "rb") as f:
-            f.seek(self.offset)
-            while True:
-                data = f.read(self.block)
-                if not data:
-                    break
-                if dropping:  # inside a line too long to hold: skip to its end
-                    nl = data.find(b"\n")
-                    if nl < 0:
-                        self.offset += len(data)
-                        continue
-                    self.offset += nl + 1
-                    self.lineno += 1
-                    data, dropping = data[nl + 1 :], False
-                parts = data.split(b"\n")
-                tail = parts.pop()
-                if not parts:
-                    carry += tail
-                    if len(carry) > MAX_LINE:
-                        self.long_lines += 1
-                        self.offset += len(carry)
-                        carry, dropping = b"", True
-                    continue
-                if carry:
-                    parts[0] = carry + parts[0]
-                carry = tail
-                self.offset += sum(map(len, parts)) + len(parts)
-                yield parts
-                self.lineno += len(parts)
-        self.partial = len(carry)
-        if dropping:
-            self.partial = 0
+        for data in self._reads():
+            parts = data.split(b"\n")
+            tail = parts.pop()
+            if not parts:
+                carry = self._hold(carry + tail)
+                continue
+            if carry:
+                parts[0] = carry + parts[0]
+            carry = tail
+            self.offset += sum(map(len, parts)) + len(parts)
+            yield parts
+            self.lineno += len(parts)
+        self._finish(carry)
 
 
 def _system_pool(pa: object) -> None:
