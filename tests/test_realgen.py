@@ -103,6 +103,27 @@ def test_heldout_generation_is_separate_and_balanced():
         assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} held-out runs broken"
 
 
+def test_second_heldout_generation_is_separate_and_balanced():
+    """The second held-out specs (ho2-*) use seeds no earlier run used and are split
+    healthy/broken; the evaluation sets do not overlap."""
+    import evaluate
+    import make_runs
+
+    earlier = make_runs.specs() + make_runs.heldout_specs()
+    held2 = make_runs.heldout2_specs()
+    names = [sp.name for sp in held2]
+    assert names and all(n.startswith("ho2-") for n in names) and len(set(names)) == len(names)
+    assert not {sp.seed for sp in held2} & {sp.seed for sp in earlier}
+    for n in names:
+        assert [w for w in ("tuned", "heldout", "heldout2") if evaluate.in_set(n, w)] == [
+            "heldout2"
+        ]
+    made = [n for n in names if n in LABELS]
+    if made:
+        broken = sum(LABELS[n]["label"] == "broken" for n in made)
+        assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} ho2 runs broken"
+
+
 def _case(name: str):
     marks = []
     if name in KNOWN_WRONG:
