@@ -932,11 +932,18 @@ def evaluate(ctx: Context, node: Node) -> Signal:
         try:
             hit = node.signal(ctx)
         except Skip as exc:
-            hit = exc
+            # the reason only: the exception's traceback holds frames that hold ctx, and ctx
+            # would hold it (a cycle that keeps the run's tables until the collector runs)
+            hit = _Skipped(str(exc))
         ctx.memo[node] = hit
-    if isinstance(hit, Skip):
-        raise hit
+    if isinstance(hit, _Skipped):
+        raise Skip(hit.reason)
     return hit
+
+
+@dataclass(frozen=True)
+class _Skipped:
+    reason: str
 
 
 def metrics_of(node: Node) -> list[str]:
