@@ -65,7 +65,7 @@ def offline_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for s in range(40):
             wandb.log({"train/global_step": 5 * s, "train/reward": 0.25 * (s % 4),
                        "train/kl": math.nan if s == 39 else 0.5, "train/entropy": 0.75,
-                       "train/frac_reward_zero_std": 1.0 if s > 20 else 0.25,
+                       "train/frac_reward_zero_std": 1.0 if s > 2 else 0.25,
                        "samples": wandb.Table(columns=["a"], data=[[1]]) if s == 0 else 0.5})
         wandb.finish()
     """,
