@@ -131,6 +131,26 @@ def test_one_missing_file_never_stalls_the_others(tmp_path: Path) -> None:
     assert watch.runs["a"].last_step == 1
 
 
+def test_a_new_log_whose_first_line_was_still_being_written_is_found_when_it_grows(
+    tmp_path: Path,
+) -> None:
+    """A run file created between two polls with half a line in it is not a run yet; once its
+    first line is complete (the folder's names and mtimes unchanged) the next poll finds it,
+    not a poll REDISCOVER seconds later."""
+    (tmp_path / "a.jsonl").write_text(_line(0))
+    watch = Watch([str(tmp_path)], RULES, keep_rows=True)
+    watch.poll()
+    b = tmp_path / "b.jsonl"
+    whole = _line(0) + _line(1)
+    b.write_text(whole[:7])  # the writer is in the middle of its first line
+    watch.poll()
+    assert "b" not in watch.runs
+    with open(b, "a") as fh:
+        fh.write(whole[7:])
+    watch.poll()
+    assert watch.runs["b"].last_step == 1
+
+
 def test_a_wandb_folder_with_two_runs_named_debug(tmp_path: Path) -> None:
     """Two offline W&B runs with the same display name: two runs, named as diagnose names them,
     no crash."""

@@ -26,6 +26,7 @@ from rlwatch.frame import RunFrame
 
 CATCH_UP = 16 << 20  # bytes of an event file read per poll while catching up (memory stays flat)
 MAX_STAMPED_DIRS = 2000  # folders whose mtimes are checked each poll for new runs
+SNIFFED = 64 * 1024  # a file not yet a run smaller than this is looked at again when it grows
 REDISCOVER = 5.0  # seconds between two looks for new runs under a folder (once a run is found)
 
 
@@ -146,16 +147,28 @@ class Follower:
         mtimes are coarse (a file created in the tick of the folder's last change)."""
         dirs = {str(self.target)}
         names: list[tuple[str, tuple[str, ...]]] = []
+        known = {str(p) for run in self.runs.values() for p in run.found.paths}
+        sizes: list[tuple[str, tuple[int, int] | None]] = []
         if self.target.is_dir():
             for n, (d, subdirs, files) in enumerate(os.walk(self.target, followlinks=False)):
                 dirs.add(d)
                 dirs.update(os.path.join(d, x) for x in subdirs)
                 names.append((d, tuple(sorted(files))))
+                # a file that is not (yet) part of a run: it may become one as it grows (a log
+                # whose first line was still being written when the folder was last looked at)
+                sizes += [(q, _stat(Path(q))) for q in (os.path.join(d, x) for x in files)]
                 if n > MAX_STAMPED_DIRS:
                     break
+        # only small ones: a growing file that was not a run when it was sniffed at this size
+        # or more (a W&B debug.log) will not become one, and must not make every poll a look
+        sizes = [x for x in sizes if x[0] not in known and x[1] is not None and x[1][0] < SNIFFED]
         for run in self.runs.values():
             dirs.update(str(p.parent) for p in run.found.paths)
-        return (tuple(sorted((d, _stat(Path(d))) for d in dirs)), tuple(sorted(names)))
+        return (
+            tuple(sorted((d, _stat(Path(d))) for d in dirs)),
+            tuple(sorted(names)),
+            tuple(sorted(sizes)),
+        )
 
     def _discover(self) -> None:
         from rlwatch.sources import discover
