@@ -24,7 +24,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlwatch.engine.conditions import Context, Skip, _held, build_context, evaluate, metrics_of
+from rlwatch.engine.conditions import (
+    Context,
+    Signal,
+    Skip,
+    _held,
+    build_context,
+    evaluate,
+    metrics_of,
+)
 from rlwatch.engine.evaluate import Episode, Verdict, _checks, _episode, render_summary
 from rlwatch.engine.registry import Node, walk
 from rlwatch.engine.robust import short_run_for
@@ -433,14 +441,9 @@ class Evaluator:
                 continue
             self.evaluations += 1
             st = self.state[rule.code]
-            st.evaluated = True
-            try:
-                sig = evaluate(ctx, rule.when)
-            except Skip as exc:
-                st.skipped = str(exc)
+            sig = self._signal(ctx, rule)
+            if sig is None:
                 continue
-            st.skipped = ""
-            st.metrics = {m: ctx.tags.get(m, m) for m in dict.fromkeys(sig.metrics)}
             was = st.firing
             before = {e.first for e in st.episodes}
             ongoing = st.episodes[-1].first if was and st.episodes else None
@@ -516,6 +519,19 @@ class Evaluator:
             (c.n_dropped + int(np.count_nonzero(np.isfinite(c.values))) for c in cols), default=0
         )
 
+    def _signal(self, ctx: Context, rule: Rule) -> Signal | None:
+        """A rule's signal on `ctx`, its state marked evaluated (None: skipped, reason kept)."""
+        st = self.state[rule.code]
+        st.evaluated = True
+        try:
+            sig = evaluate(ctx, rule.when)
+        except Skip as exc:
+            st.skipped = str(exc)
+            return None
+        st.skipped = ""
+        st.metrics = {m: ctx.tags.get(m, m) for m in dict.fromkeys(sig.metrics)}
+        return sig
+
     # -- output --------------------------------------------------------------------------
     def _ep(self, rule: Rule, e: _Ep) -> Episode:
         observed = {k: v for k, v in e.observed.items() if k != "held"}
@@ -586,14 +602,9 @@ class Evaluator:
             if rule.frameworks and framework not in rule.frameworks:
                 continue
             st = self.state[rule.code]
-            st.evaluated = True
-            try:
-                sig = evaluate(ctx, rule.when)
-            except Skip as exc:
-                st.skipped = str(exc)
+            sig = self._signal(ctx, rule)
+            if sig is None:
                 continue
-            st.skipped = ""
-            st.metrics = {m: m for m in sig.metrics}
             last, fire = int(sig.steps[-1]), bool(sig.mask[-1])
             if st.firing and st.episodes and (not fire or st.episodes[-1].first != last):
                 st.firing = False
