@@ -169,11 +169,16 @@ def test_destructive_learning_rate_stops_training_with_the_error_in_the_report(
 ):
     from rlwatch.integrations.transformers import RLWatchCallback
 
-    cb = RLWatchCallback(stop_on="error", html=True)  # inline, 1% overhead budget
+    # every log evaluated: the stop lands on the step that fired, whatever this machine's speed
+    # (with the default 1% budget a tiny model's fast steps are judged N logs at a time, so
+    # where the stop lands depends on the CPU: test_overhead_budget_* below covers that)
+    cb = RLWatchCallback(stop_on="error", html=True, overhead=None)
     max_steps = 30
     tr = TRAINERS[trainer](tmp_path, 1000.0, max_steps, cb)
     assert cb.stopped_by is not None, [c.code for c in cb.changes]
     assert str(cb.stopped_by.severity) == "error"
+    assert cb.evaluations == tr.state.global_step  # one evaluation per log
+    assert tr.state.global_step == cb.stop_step  # the Trainer ended on the step that fired
     assert tr.state.global_step < max_steps // 3  # stopped early
     out = tmp_path / "out" / "rlwatch"  # the trainer's output dir
     report = json.loads((out / "rlwatch-report.json").read_text())
@@ -201,3 +206,48 @@ def test_healthy_run_trains_to_the_end_untouched(tmp_path, trainer):
     assert report["status"] == "healthy"
     assert report["runs"][0]["steps"]["count"] == steps
     assert not (tmp_path / "out" / "rlwatch" / "rlwatch-report.html").exists()
+
+
+def test_overhead_budget_batches_logs_when_an_evaluation_costs_more_than_its_share():
+    """The 1% budget: one evaluation costing 5 ms between logs 100 ms apart (a tiny model's
+    fast steps) is 5x its 1 ms share, so logs are judged 5 at a time; slow steps (real RL,
+    seconds per step) are judged one by one; the batch never exceeds 50 logs."""
+    from rlwatch.integrations.transformers import RLWatchCallback
+
+    cb = RLWatchCallback()
+    cb._interval = 0.1
+    cb._adapt(0.005)
+    assert cb.every == 5
+    cb._interval = 10.0
+    cb._adapt(0.005)
+    assert cb.every == 1
+    cb._interval = 0.001
+    cb._adapt(1.0)
+    assert cb.every == 50
+    unbounded = RLWatchCallback(overhead=None)
+    unbounded._interval = 0.001
+    unbounded._adapt(1.0)
+    assert unbounded.every == 1
+
+
+def test_a_batched_callback_judges_a_nan_at_once_and_stops_on_it(tmp_path):
+    """Even when logs are batched by the budget, a NaN is evaluated on the log that carries it."""
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    from rlwatch.integrations.transformers import RLWatchCallback
+
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), report_to=[], use_cpu=True)
+    cb = RLWatchCallback(stop_on="error", output_dir=tmp_path / "rw")
+    state, control = TrainerState(), TrainerControl()
+    cb.on_train_begin(args, state, control)
+    cb.every = 50  # as if each evaluation cost 50x its budget
+    for step in range(1, 8):
+        state.global_step = step
+        loss = float("nan") if step == 7 else 1.0 / step
+        cb.on_log(args, state, control, logs={"loss": loss, "grad_norm": 0.5, "reward": 0.1})
+        cb.on_step_end(args, state, control)
+        if control.should_training_stop:
+            break
+    assert cb.evaluations == 1  # steps 1-6 waited for the batch, step 7 (NaN) flushed it
+    assert control.should_training_stop and cb.stop_step == 7
+    assert str(cb.stopped_by.severity) == "error"
