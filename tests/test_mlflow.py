@@ -231,3 +231,49 @@ def test_rest_reads_equal_the_mlflow_client(server: str) -> None:
         assert s1 == s2 and w1 == w2 and (v1 == v2 or (math.isnan(v1) and math.isnan(v2)))
     ((_, later),) = store.history(run, since=3)
     assert sorted(later[:, 0].tolist()) == [4, 5]
+
+
+def test_sqlite_reads_equal_the_mlflow_client(tmp_path: Path) -> None:
+    """The sqlite store read directly returns exactly what MlflowClient.get_metric_history
+    returns for every key of the run and only those keys (another run in the same store logs
+    other keys and the same ones): NaN/inf, a step logged twice, keys that sort around each
+    other, and the steps after `since` for a live poll."""
+    import math
+
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric
+
+    uri = f"sqlite:///{tmp_path}/parity.db"
+    client = MlflowClient(uri)
+    eid = client.create_experiment("parity-sqlite")
+    rid = client.create_run(eid, run_name="p").info.run_id
+    other = client.create_run(eid, run_name="o").info.run_id
+    t = int(time.time() * 1000)
+    values = [0.5, float("nan"), float("inf"), -1e30, 2.0, 2.5, 5e-324, -0.0, 0.1 + 0.2]
+    keys = ["a", "a/b", "a_b", "actor/entropy", "b"]
+    metrics = [
+        Metric(k, v * (j + 1), t + i, i) for j, k in enumerate(keys) for i, v in enumerate(values)
+    ]
+    metrics.append(Metric("a/b", 9.0, t + 99, 3))  # step 3 logged again
+    metrics.append(Metric("a/b", 8.0, t + 3, 3))  # and again at the same time
+    client.log_batch(rid, metrics=metrics)
+    client.log_batch(other, metrics=[Metric(k, 1.0, t, 0) for k in ("0", "a", "a/c", "z")])
+    store = mlflow_source.store(uri)
+    run = store.run(rid)
+    got = dict(store.history(run))
+    assert sorted(got) == keys
+
+    for k in keys:
+        want = sorted(
+            ((m.step, m.value, m.timestamp / 1000) for m in client.get_metric_history(rid, k)),
+            key=lambda r: (r[0], r[2], str(r[1])),
+        )
+        have = sorted(map(tuple, got[k].tolist()), key=lambda r: (r[0], r[2], str(r[1])))
+        assert len(have) == len(want) >= len(values), k
+        for (s1, v1, w1), (s2, v2, w2) in zip(have, want, strict=True):
+            assert s1 == s2 and w1 == w2, k
+            assert (math.isnan(v1) and math.isnan(v2)) or (
+                v1 == v2 and math.copysign(1, v1) == math.copysign(1, v2)
+            ), (k, v1, v2)
+    later = dict(store.history(run, since=3))
+    assert sorted(later["a/b"][:, 0].tolist()) == [4, 5, 6, 7, 8]

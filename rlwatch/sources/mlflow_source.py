@@ -327,6 +327,17 @@ def _value(v: Any) -> float:
     return math.nan if v is None else float(v)
 
 
+MMAP = 1 << 30  # bytes of the store SQLite may map (address space, not memory)
+# a run's distinct keys, one index seek each (the (run_uuid, key, step) index): `SELECT
+# DISTINCT key` walks every row of the run instead (25 ms for 300,000 rows); same keys, in the
+# same (binary) order
+KEYS = (
+    "WITH RECURSIVE k(key) AS (SELECT min(key) FROM metrics WHERE run_uuid = ?1 UNION ALL "
+    "SELECT (SELECT min(key) FROM metrics WHERE run_uuid = ?1 AND key > k.key) FROM k "
+    "WHERE k.key IS NOT NULL) SELECT key FROM k WHERE key IS NOT NULL"
+)
+
+
 class _Sqlite:
     """Read-only SQL on MLflow's sqlite store (verl's default tracking URI)."""
 
@@ -343,6 +354,9 @@ class _Sqlite:
             raise SourceError(f"{uri}: no such MLflow sqlite store")
         self.uri = uri
         self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        # reads through a memory map, not a read() and a copy per page: ~15% of a whole
+        # history's CPU (the file only grows while MLflow writes it; SQLite remaps)
+        self.db.execute(f"PRAGMA mmap_size = {MMAP}")
         for table, cols in self.NEED.items():
             have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
             if not cols <= have:
@@ -375,12 +389,7 @@ class _Sqlite:
     def history(self, run: Run, since: Since = None) -> list[tuple[str, np.ndarray]]:
         """Per key, numbers only (no per-row strings): the (run_uuid, key, step) index serves
         each query, in write order (timestamp, step)."""
-        keys = [
-            k
-            for (k,) in self.db.execute(
-                "SELECT DISTINCT key FROM metrics WHERE run_uuid = ?", (run.run_id,)
-            )
-        ]
+        keys = [k for (k,) in self.db.execute(KEYS, (run.run_id,))]
         q = (
             "SELECT step, CASE WHEN is_nan THEN NULL ELSE value END, timestamp / 1000.0 "
             "FROM metrics WHERE run_uuid = ? AND key = ? AND step > ?"
