@@ -208,9 +208,8 @@ def evaluate_rule(
     held = _held(mask)
     # minimum evidence on short runs: in a run's first 2 x `for` logs, half the logs so far
     # (at least `for` // 2 and 3) in a row is enough; the verdict says so
-    need = short_run_for(rule.for_, np.arange(mask.size))
+    need, idx = _short_run_need(rule.for_, mask.size)
     active = held >= need
-    idx = np.arange(mask.size)
     last_active = np.maximum.accumulate(np.where(active, idx, -1))  # -1: never active yet
     firing = (last_active >= 0) & (idx - last_active <= rule.keep_firing_for)
     steps = sig.steps
@@ -232,6 +231,23 @@ def evaluate_rule(
             base.checks = _checks(ctx, rule, base.episodes[0])
             base.context = _context(ctx, sig.metrics[0], base.episodes[0])
     return base, fire, sig
+
+
+_NEED: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _short_run_need(for_: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(`short_run_for(for_, arange(n))`, `arange(n)`), read-only, made once per (for, length):
+    every rule of every run of a sweep asks for the same few."""
+    hit = _NEED.get((for_, n))
+    if hit is None:
+        if len(_NEED) > 4096:
+            _NEED.clear()
+        idx = np.arange(n)
+        need = np.asarray(short_run_for(for_, idx))
+        idx.flags.writeable = need.flags.writeable = False
+        hit = _NEED[(for_, n)] = (need, idx)
+    return hit
 
 
 def _fire_without_values(ctx: Context, rule: Rule, verdict: Verdict) -> None:
