@@ -451,3 +451,22 @@ def test_an_unwritable_or_disabled_cache_is_ignored(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "c2"))
     monkeypatch.setenv("RLWATCH_NO_CACHE", "1")
     assert load_rules().rules and not (tmp_path / "c2").exists()
+
+
+@pytest.mark.parametrize(("collapse_at", "fires"), [(40, True), (300, False)])
+def test_within_counts_steps_from_the_runs_first_log_in_the_live_evaluator(collapse_at, fires):
+    """EX05 (entropy collapsed within the run's first 100 steps) fed log by log, as tail and the
+    training callback do: the evaluator keeps only a recent window of a long run, so a collapse
+    at step 300 must be measured from the run's first step (kept with its early level), not
+    from the window's."""
+    from rlwatch.engine.incremental import Evaluator
+    from rlwatch.engine.rules import load_rules
+    from rlwatch.engine.select import select
+
+    ev = Evaluator(select(load_rules(), ["EX05"], None), run="live")
+    fired = []
+    for step in range(1, collapse_at + 30):
+        entropy = 1.2 if step < collapse_at else 0.03
+        logs = {"entropy": entropy, "completions/mean_length": 12.0, "reward": 0.5}
+        fired += [c.verdict.code for c in ev.log(step, logs) if c.kind == "fired"]
+    assert fired == (["EX05"] if fires else [])

@@ -103,6 +103,22 @@ class Context:
             )
         return hit
 
+    def first_step(self, metrics: Iterable[str]) -> int:
+        """The first step any of these metrics was logged at in the run (its early table when
+        `wide` is a recent window)."""
+        firsts = []
+        for frame in (self.early, self.wide):
+            if frame is None:
+                continue
+            for m in metrics:
+                if m in frame.columns:
+                    col = self._arrays(frame, m)
+                    if len(col):
+                        firsts.append(int(col.steps[0]))
+            if firsts:
+                return min(firsts)
+        raise Skip(f"none of {list(metrics)} logged")
+
     def wall_series(self) -> Series:
         w = self.wall_of()
         return Series(w.index.to_numpy(dtype=np.int64), w.to_numpy(dtype=np.float64))
@@ -744,6 +760,36 @@ class Sustained(Node):
         return Signal(steps, mask, observed, inner.peak, inner.peak_max, inner.metrics)
 
 
+@kind("within")
+@dataclass(frozen=True)
+class Within(Node):
+    """The inner condition, counted only in the run's first `steps` steps (from the first
+    logged step of the metrics it reads): what is normal late in a run can be a failure early.
+
+    "Low entropy later is normal (commitment). But if entropy collapses too early, you often
+    get premature convergence": entropy at 5% of its early level by step 40 is a collapse; the
+    same level reached after 300 steps of a long healthy run is commitment.
+
+    >>> when = "within: {steps: 20, of: {relative: {metric: entropy, below_factor: 0.1}}}"
+    >>> state(when, entropy="1x10 0.05x5")
+    'firing'
+    >>> state(when, entropy="1x10 0.5x20 0.05x5")
+    'ok'
+    """
+
+    of: Node = param("cond", doc="the inner condition")  # noqa: RUF009
+    steps: int = param("int", required=True, doc="steps from the run's first log counted")
+
+    def head(self) -> int:
+        return max(1, self.of.head())
+
+    def signal(self, ctx: Context) -> Signal:
+        inner = evaluate(ctx, self.of)
+        first = ctx.first_step(self.of.metrics())
+        mask = inner.mask & (inner.steps - first <= self.steps)
+        return Signal(inner.steps, mask, inner.observed, inner.peak, inner.peak_max, inner.metrics)
+
+
 @kind("off_best", observed=("value", "level", "best", "change", "z"), one_of=("drop", "rise"))
 @dataclass(frozen=True)
 class OffBest(Node):
@@ -920,7 +966,7 @@ def _combine(ctx: Context, nodes: tuple[Node, ...], how: str) -> Signal:
     )
 
 
-_COMPOSITE = ("all", "any", "count", "sustained")
+_COMPOSITE = ("all", "any", "count", "sustained", "within")
 
 
 def evaluate(ctx: Context, node: Node) -> Signal:

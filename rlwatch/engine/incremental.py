@@ -59,6 +59,9 @@ def _head_of(node: Node) -> dict[str, int]:
     """metric -> first logged values a condition keeps for the run's early level."""
     out: dict[str, int] = {}
     for n in walk(node):
+        if n.KIND == "within":  # the run's first step of its metrics
+            for m in n.metrics():
+                out[m] = max(out.get(m, 0), 1)
         if not any(True for _ in n.children()) and n.head() > 0:
             for m in n.metrics():
                 out[m] = max(out.get(m, 0), n.head())
