@@ -138,11 +138,18 @@ class JsonLines:
             keep = [i for i, k in enumerate(ks) if not (k in STEP_KEYS or k in self.drop)]
             if not keep:
                 return False
-            if len(keep) == len(ks):
-                rows = [tuple(d.values()) for d in datas[a:b]]
-            else:
-                pick = itemgetter(*keep) if len(keep) > 1 else lambda t, i=keep[0]: (t[i],)
-                rows = [pick(tuple(d.values())) for d in datas[a:b]]
+            if len(keep) == len(ks):  # the values straight from the dicts, no row tuples
+                part = datas[a:b]
+                types = set(map(type, chain.from_iterable(map(dict.values, part))))
+                if not types <= NUMERIC_OR_NULL:
+                    return False
+                # null -> NaN; ints correctly rounded (as np.array); OverflowError beyond float
+                flat = chain.from_iterable(map(dict.values, part))
+                vals = np.fromiter(flat, np.float64, count=(b - a) * len(ks))
+                plan.append((st, list(ks), vals.reshape(b - a, len(ks))))
+                continue
+            pick = itemgetter(*keep) if len(keep) > 1 else lambda t, i=keep[0]: (t[i],)
+            rows = [pick(tuple(d.values())) for d in datas[a:b]]
             types = set(map(type, chain.from_iterable(rows)))
             if not types <= NUMERIC_OR_NULL:  # a string, boolean, list or object
                 return False
