@@ -115,17 +115,43 @@ def test_second_heldout_generation_is_separate_and_balanced():
     assert names and all(n.startswith("ho2-") for n in names) and len(set(names)) == len(names)
     assert not {sp.seed for sp in held2} & {sp.seed for sp in earlier}
     for n in names:
-        assert [w for w in ("tuned", "heldout", "heldout2") if evaluate.in_set(n, w)] == [
-            "heldout2"
-        ]
+        assert [
+            w for w in ("tuned", "heldout", "heldout2", "heldout3") if evaluate.in_set(n, w)
+        ] == ["heldout2"]
     made = [n for n in names if n in LABELS]
     if made:
         broken = sum(LABELS[n]["label"] == "broken" for n in made)
         assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} ho2 runs broken"
 
 
+def test_third_heldout_generation_is_separate_and_balanced():
+    """The third held-out specs (ho3-*) use seeds no earlier run used, are split healthy/broken,
+    and fall in their own evaluation set."""
+    import evaluate
+    import make_runs
+
+    earlier = make_runs.specs() + make_runs.heldout_specs() + make_runs.heldout2_specs()
+    held3 = make_runs.heldout3_specs()
+    names = [sp.name for sp in held3]
+    assert names and all(n.startswith("ho3-") for n in names) and len(set(names)) == len(names)
+    assert not {sp.seed for sp in held3} & {sp.seed for sp in earlier}
+    for n in names:
+        assert [
+            w for w in ("tuned", "heldout", "heldout2", "heldout3") if evaluate.in_set(n, w)
+        ] == ["heldout3"]
+    made = [n for n in names if n in LABELS]
+    if made:
+        broken = sum(LABELS[n]["label"] == "broken" for n in made)
+        assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} ho3 runs broken"
+
+
+PENDING_FIRST_MEASUREMENT = ("ho3-",)  # labelled and committed; rlwatch not yet run on them
+
+
 def _case(name: str):
     marks = []
+    if name.startswith(PENDING_FIRST_MEASUREMENT):
+        marks.append(pytest.mark.skip(reason="held-out run awaiting its first measurement"))
     if name in KNOWN_WRONG:
         marks.append(pytest.mark.xfail(strict=True, reason=KNOWN_WRONG[name] or "known wrong"))
     return pytest.param(name, marks=marks, id=name)
