@@ -21,6 +21,22 @@ SCHEMA_VERSION = 1
 STATES = ("firing", "resolved", "ok", "skipped")
 
 
+def fails(v: Verdict, at: Severity, *, final: bool = True) -> bool:
+    """The gate decision for one verdict: it fired at or above `at`, and its rule's gate holds
+    (`gate: any`: an episode anywhere; `gate: last`: one still firing at the last step).
+
+    `final=False` is the question a live watcher asks before the run has ended (tail's
+    watchdog, the training callback's stop): a `gate: last` rule is judged at the run's end
+    (a state a healthy run may pass through, such as a reward model's slow warm-up at chance),
+    so it never stops a run early.
+    """
+    if not v.fired or v.severity < at:
+        return False
+    if v.gate == "any":
+        return True
+    return final and v.state == "firing"
+
+
 def summarise(frame: Any) -> list[dict[str, Any]]:
     """What was loaded, per run, as plain data (the one serialisation of a RunFrame's runs)."""
     import numpy as np
@@ -66,9 +82,7 @@ class Report:
     def __post_init__(self) -> None:
         self.fail_on = Severity.parse(self.fail_on)
         for v in self.verdicts:  # the gate decision, made once
-            v.failing = (
-                v.fired and v.severity >= self.fail_on and (v.gate == "any" or v.state == "firing")
-            )
+            v.failing = fails(v, self.fail_on)
 
     @classmethod
     def of_frame(cls, frame: Any) -> Report:

@@ -251,3 +251,46 @@ def test_a_batched_callback_judges_a_nan_at_once_and_stops_on_it(tmp_path):
     assert cb.evaluations == 1  # steps 1-6 waited for the batch, step 7 (NaN) flushed it
     assert control.should_training_stop and cb.stop_step == 7
     assert str(cb.stopped_by.severity) == "error"
+
+
+GATE_RULES = """\
+version: 1
+groups:
+  - name: g
+    rules:
+      - code: XX01
+        name: custom.at_chance
+        severity: error
+        gate: last
+        when:
+          threshold: {metric: loss, above: 0.6}
+        summary: "loss {value:.3g}"
+"""
+
+
+@pytest.mark.parametrize(("tail", "status"), [(0.3, "healthy"), (0.69, "unhealthy")])
+def test_a_gate_last_rule_is_announced_but_never_stops_training(tmp_path, tail, status):
+    """A reward model at chance during a slow warm-up (a `gate: last` rule) must not be
+    stopped: the callback announces it and the report judges it at the end, as diagnose does."""
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    from rlwatch.integrations.transformers import RLWatchCallback
+
+    rules = tmp_path / "gate.yaml"
+    rules.write_text(GATE_RULES)
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), report_to=[], use_cpu=True)
+    cb = RLWatchCallback(
+        rules=[str(rules)], select=["XX01"], overhead=None, output_dir=tmp_path / "rw"
+    )
+    state, control = TrainerState(), TrainerControl()
+    cb.on_train_begin(args, state, control)
+    for step in range(1, 17):
+        state.global_step = step
+        cb.on_log(args, state, control, logs={"loss": 0.69 if step <= 8 else tail})
+        cb.on_step_end(args, state, control)
+        assert not control.should_training_stop
+    cb.on_train_end(args, state, control)
+    assert cb.stopped_by is None
+    assert next((c.kind, c.verdict.code) for c in cb.changes) == ("fired", "XX01")  # announced
+    report = json.loads((tmp_path / "rw" / "rlwatch-report.json").read_text())
+    assert report["status"] == status

@@ -274,3 +274,68 @@ def test_an_ongoing_episode_keeps_its_first_step_and_a_nan_never_ages_out(tmp_pa
     st03 = next(v for v in watch.verdicts() if v.code == "ST03")
     assert st03.state == "firing" and st03.episodes[0].first_step == 300
     assert st03.episodes[0].last_step == 600
+
+
+GATE_RULES = """\
+version: 1
+groups:
+  - name: g
+    rules:
+      - code: XX01
+        name: custom.at_chance
+        severity: error
+        gate: last
+        description: a state a healthy run may pass through
+        when:
+          threshold: {metric: loss, above: 0.6}
+        summary: "loss {value:.3g}"
+      - code: XX02
+        name: custom.blowup
+        severity: error
+        when:
+          threshold: {metric: loss, above: 5}
+        summary: "loss {value:.3g}"
+"""
+
+
+@pytest.mark.parametrize(
+    ("losses", "once_rc"),
+    [
+        ([0.69] * 8 + [0.3] * 8, 0),  # a slow warm-up at chance that ends: not failing
+        ([0.69] * 16, 1),  # still at chance at the last step: failing now
+        ([0.3] * 8 + [9.0] + [0.3] * 7, 1),  # a gate: any error anywhere
+    ],
+)
+def test_gate_last_rules_are_judged_at_the_end_by_tail_as_by_diagnose(
+    tmp_path: Path, losses: list[float], once_rc: int
+) -> None:
+    """A `gate: last` rule that fires does not trip the watchdog (a healthy run may pass through
+    that state); `tail --once --exit-on error` exits as `diagnose` does on the same file."""
+    rules = tmp_path / "gate.yaml"
+    rules.write_text(GATE_RULES)
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"step:{s} - loss:{v}\n" for s, v in enumerate(losses, 1)))
+    sel = ["--rules", str(rules), "--select", "XX01", "--select", "XX02"]
+    once = rlwatch("tail", str(log), "--once", "--exit-on", "error", *sel)
+    diag = rlwatch("diagnose", str(log), *sel)
+    assert (once.returncode, diag.returncode) == (once_rc, once_rc), (once.stdout, diag.stdout)
+    # the watchdog (no --once): a gate: last rule is announced but never stops it
+    cmd = [sys.executable, "-m", "rlwatch", "tail", str(log), "--exit-on", "error", "-n", "0.1"]
+    proc = subprocess.Popen(
+        [*cmd, *sel], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT
+    )
+    try:
+        seen = []
+        for line in proc.stdout:  # one line per state change (not a TTY)
+            seen.append(line)
+            if "XX02" in line or "XX01" in line:
+                break
+        if max(losses) > 5:
+            assert proc.wait(timeout=60) == 1  # XX02 (gate: any) stops the watchdog
+        else:
+            assert any("XX01" in x for x in seen), seen
+            time.sleep(1.0)  # ten more polls of a finished file
+            assert proc.poll() is None, seen  # still watching: XX01 stopped nothing
+    finally:
+        proc.kill()
+        proc.wait()

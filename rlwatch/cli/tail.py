@@ -104,6 +104,7 @@ def tail(
 
     Example: rlwatch tail runs/ --exit-on error --on-alert 'scancel $SLURM_JOB_ID'
     """
+    from rlwatch.report import fails
     from rlwatch.severity import Severity
 
     with user_errors():
@@ -168,7 +169,7 @@ def tail(
             rank = v.severity
             if on_alert and rank >= alert_rank:
                 _alert(on_alert, v)
-            if exit_rank is not None and rank >= exit_rank:
+            if exit_rank is not None and fails(v, exit_rank, final=False):
                 stop = True
         return stop
 
@@ -177,9 +178,11 @@ def tail(
             while True:
                 stop = handle(watch.poll())
                 waited()
-                if once:
+                if once:  # judged now, as diagnose judges the run as it stands
                     if tty:
                         _print_dashboard(watch, None, width)
+                    if exit_rank is not None:
+                        stop = any(fails(v, exit_rank) for v in watch.verdicts())
                     raise typer.Exit(ExitCode.UNHEALTHY if stop else ExitCode.HEALTHY)
                 if stop:
                     print(

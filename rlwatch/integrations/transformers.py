@@ -8,7 +8,9 @@ incremental evaluator `rlwatch tail` uses (rlwatch/engine/incremental.py): each 
 fires or resolves is printed once through the Trainer's logger (`transformers.trainer`, so
 transformers' verbosity settings apply); with `stop_on` (default
 "error") a verdict at or above it sets `control.should_training_stop`, and the Trainer ends the
-run after the current step. At the end of training (stopped or not) the report of the whole run
+run after the current step (a `gate: last` rule -- a state a healthy run may pass through, such as
+a reward model at chance during a slow warm-up -- is announced but judged at the end: it never
+stops training). At the end of training (stopped or not) the report of the whole run
 is written to `output_dir` (default `<args.output_dir>/rlwatch`): `rlwatch-report.txt`,
 `rlwatch-report.json` and, with `html=True`, `rlwatch-report.html`. Rules, --select/--ignore
 and fail_on follow the same configuration as the CLI (arguments > rlwatch.toml >
@@ -200,6 +202,8 @@ class RLWatchCallback(TrainerCallback):
             self._thread = None
 
     def _process(self, batch: list[tuple[int, dict[str, float], float]]) -> None:
+        from rlwatch.report import fails
+
         t0 = time.perf_counter()
         step = batch[-1][0]
         try:
@@ -222,8 +226,8 @@ class RLWatchCallback(TrainerCallback):
             if (
                 ch.kind == "fired"
                 and self.stop_on is not None
-                and ch.verdict.severity >= self.stop_on
                 and self.stopped_by is None
+                and fails(ch.verdict, self.stop_on, final=False)
             ):
                 self.stop_step = step
                 self.stopped_by = ch.verdict
