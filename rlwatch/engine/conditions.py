@@ -119,6 +119,19 @@ class Context:
                 return min(firsts)
         raise Skip(f"none of {list(metrics)} logged")
 
+    def per_metric(
+        self, key: tuple[Any, ...], s: Series, fn: Callable[[np.ndarray], np.ndarray]
+    ) -> np.ndarray:
+        """`by_segment(s.values, s.steps, fn)` once per run for `key` (the computation, the
+        metric of `s` and its parameters): rules share trailing and prior medians of a metric.
+        The array is read-only (every rule that asks gets the same one)."""
+        hit = self.memo.get(key)
+        if hit is None:
+            hit = self.by_segment(s.values, s.steps, fn)
+            hit.flags.writeable = False
+            self.memo[key] = hit
+        return hit
+
     def wall_series(self) -> Series:
         w = self.wall_of()
         return Series(w.index.to_numpy(dtype=np.int64), w.to_numpy(dtype=np.float64))
@@ -325,7 +338,11 @@ class Threshold(Node):
             observed = {"numerator": num, "denominator": den}
         if self.smooth is not None:
             k = self.smooth
-            v = ctx.by_segment(v, steps, lambda x: _trailing_median(x, k))
+            v = (
+                ctx.per_metric(("trailing", metric, k), s, lambda x: _trailing_median(x, k))
+                if self.divided_by is None
+                else ctx.by_segment(v, steps, lambda x: _trailing_median(x, k))
+            )
             ok = ~np.isnan(v)
             steps, v = steps[ok], v[ok]
             observed = {key: val[ok] for key, val in observed.items()}
@@ -398,7 +415,11 @@ class Spike(Node):
         metric, window, min_periods = self.metric, self.window, self.min_periods
         s = ctx.series(metric, needs=min_periods + 1)
         v = s.values
-        base = ctx.by_segment(v, s.steps, lambda x: _prior_median(x, window, min_periods))
+        base = ctx.per_metric(
+            ("prior_median", metric, window, min_periods),
+            s,
+            lambda x: _prior_median(x, window, min_periods),
+        )
         delta = v - base
         has = ~np.isnan(base)
         sigma = ctx.prior_sigma(metric, s, window, min_periods)
@@ -532,7 +553,7 @@ class Trend(Node):
         metric, window = self.metric, self.window
         edge = self.edge if self.edge is not None else max(3, window // 10)
         s = ctx.series(metric, needs=window)
-        end = ctx.by_segment(s.values, s.steps, lambda x: _trailing_median(x, edge))
+        end = ctx.per_metric(("trailing", metric, edge), s, lambda x: _trailing_median(x, edge))
         start = ctx.by_segment(end, s.steps, lambda x: _shift(x, window - edge))
         change = _ratio(end - start, np.abs(start))
         mask = ~np.isnan(change)
@@ -842,7 +863,7 @@ class OffBest(Node):
         s = ctx.series(metric, needs=min_periods + 1)
         v = s.values
         falls = self.drop is not None
-        level = ctx.by_segment(v, s.steps, lambda x: _trailing_median(x, k))
+        level = ctx.per_metric(("trailing", metric, k), s, lambda x: _trailing_median(x, k))
         prior = _shift(level, 1)
         if self.best_of_first is not None:  # a run broken by its first update: the first logs
             first = np.full(v.size, np.nan)  # (rollouts of the initial policy) are a level too
