@@ -79,6 +79,31 @@ class RunInfo:
         }
 
 
+_DTYPES: dict[tuple[object, ...], pd.CategoricalDtype] = {}
+
+
+def _categorical(codes: np.ndarray, categories: list, *, shared: bool = True) -> pd.Categorical:
+    """`pd.Categorical.from_codes(codes, categories=categories)`, the same array, cheaper.
+
+    The dtype (pandas infers the categories' Index and checks it for NaN and duplicates, ~0.1
+    ms) is made once per category list and shared: the runs of a sweep log the same keys
+    (a dtype is immutable). Lists of plain distinct strings skip pandas' checks (known
+    here); anything else, and a list not `shared`, takes pandas' own way."""
+    key = tuple(categories)
+    dtype = _DTYPES.get(key) if shared else None
+    if dtype is None:
+        fast = getattr(pd.CategoricalDtype, "_from_fastpath", None)
+        plain = all(type(c) is str for c in key) and len(set(key)) == len(key)
+        dtype = fast(categories, False) if fast is not None and plain else None
+        if dtype is None:
+            return pd.Categorical.from_codes(codes, categories=categories)
+        if shared:
+            if len(_DTYPES) > 1024:
+                _DTYPES.clear()
+            _DTYPES[key] = dtype
+    return pd.Categorical.from_codes(codes, dtype=dtype)
+
+
 def _plain(v: object) -> object:
     """A JSON-safe fact: strings, numbers, booleans; NaN/inf and anything else as text."""
     if isinstance(v, float) and not math.isfinite(v):
@@ -154,15 +179,13 @@ class RunFrame:
         n = step.size
         data = pd.DataFrame(
             {
-                "run": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=[info.name]),
+                "run": _categorical(np.zeros(n, np.int8), [info.name], shared=False),
                 "step": step,
-                "metric": pd.Categorical.from_codes(
-                    metric_codes.astype(np.int32)[tag], categories=list(metric_cats)
-                ),
-                "tag": pd.Categorical.from_codes(tag.astype(np.int32), categories=list(tags)),
+                "metric": _categorical(metric_codes.astype(np.int32)[tag], list(metric_cats)),
+                "tag": _categorical(tag.astype(np.int32), list(tags)),
                 "value": value,
                 "wall_time": wall_time,
-                "source": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=[info.source]),
+                "source": _categorical(np.zeros(n, np.int8), [info.source]),
             }
         )
         if not present.all():  # tags a reader knows but that have no rows here
