@@ -269,9 +269,10 @@ def last_values(frame: Any, run: str) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     if not len(d):
         return out
-    metric = d["metric"]
-    index = {str(c): i for i, c in enumerate(metric.cat.categories)}
-    codes = metric.cat.codes.to_numpy()
+    from rlwatch.engine.evaluate import category_codes
+
+    cats, codes = category_codes(d["metric"])
+    index = {str(c): i for i, c in enumerate(cats)}
     steps, values = d["step"].to_numpy(), d["value"].to_numpy()
     for m in KEY_METRICS:
         if m not in index:

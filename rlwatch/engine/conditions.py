@@ -133,8 +133,12 @@ class Context:
         return hit
 
     def wall_series(self) -> Series:
-        w = self.wall_of()
-        return Series(w.index.to_numpy(dtype=np.int64), w.to_numpy(dtype=np.float64))
+        hit = self.memo.get("wall")  # once per run (the clock rules each ask)
+        if hit is None:
+            w = self.wall_of()
+            hit = Series(w.index.to_numpy(dtype=np.int64), w.to_numpy(dtype=np.float64))
+            self.memo["wall"] = hit
+        return hit
 
     def segments(self, steps: np.ndarray) -> list[slice]:
         """Slices of `steps` that lie within one restart segment each."""
@@ -495,10 +499,15 @@ class Relative(Node):
             s = ctx.series(metric, needs=first + 1)
             early = s.values[:first]
             after = np.arange(len(s)) >= first
-        ref = robust.median(early)
-        # a warm-up that is not sane (the metric collapses or runs away inside it) must not be
-        # the reference: the first logs' level counts where it is further from the failure
-        start = robust.median(early[:3])
+        # the medians of a metric's first logs, once per run for the rules that share them
+        key = ("early", metric, first, ctx.early is not None and metric in ctx.early.columns)
+        medians = ctx.memo.get(key)
+        if medians is None:
+            # a warm-up that is not sane (the metric collapses or runs away inside it) must
+            # not be the reference: the first logs' level counts where it is further from
+            # the failure
+            medians = ctx.memo[key] = (robust.median(early), robust.median(early[:3]))
+        ref, start = medians
         if self.below_factor is not None:
             ref = max(ref, start)
         elif self.above_factor is not None:
@@ -947,7 +956,8 @@ def _combine(ctx: Context, nodes: tuple[Node, ...], how: str) -> Signal:
     if not signals:
         raise Skip("; ".join(skipped))
     steps = signals[0].steps
-    same = all(np.array_equal(s.steps, steps) for s in signals[1:])
+    # signals of one metric share its steps array: compared by identity before by value
+    same = all(s.steps is steps or np.array_equal(s.steps, steps) for s in signals[1:])
     if not same:
         steps = np.unique(np.concatenate([s.steps for s in signals]))
     observed: dict[str, np.ndarray] = {}
