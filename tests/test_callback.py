@@ -61,14 +61,15 @@ def test_replayed_broken_run_stops_at_the_error_step_inline_and_in_background(tm
         report = json.loads((tmp_path / f"bg{background}" / "rlwatch-report.json").read_text())
         fired = {v["code"] for v in report["verdicts"] if v["episodes"]}
         assert cb.stopped_by.code in fired
-    # the first step of the earliest error verdict that diagnose finds on the whole run
+    # the step where the earliest error verdict that diagnose finds on the whole run fires
     first = _first_error_step(ROOT / "fixtures" / "grpo-broken")
     assert stops[False] == first
     assert first <= stops[True] <= first + 1
 
 
 def _first_error_step(run) -> int:
-    """Where `rlwatch diagnose --format json` dates the run's earliest error verdict."""
+    """Where `rlwatch diagnose --format json` dates the run's earliest error verdict that may
+    stop training (`gate: any`; a `gate: last` rule is judged at the end)."""
     import subprocess
     import sys
 
@@ -80,8 +81,20 @@ def _first_error_step(run) -> int:
     )
     assert out.returncode == 1, out.stderr
     doc = json.loads(out.stdout)
+    from rlwatch.engine.rules import load_rules
+    from rlwatch.sources import load
+
+    rules = load_rules()
+    steps = sorted(load([str(run)]).data["step"].unique().tolist())
+
+    def fires_at(v, e) -> int:  # an episode is dated from its first step; it fires `for` logs on
+        return steps[steps.index(e["first_step"]) + rules.get(v["code"]).for_ - 1]
+
     return min(
-        e["first_step"] for v in doc["verdicts"] if v["severity"] == "error" for e in v["episodes"]
+        fires_at(v, e)
+        for v in doc["verdicts"]
+        if v["severity"] == "error" and v["gate"] == "any"
+        for e in v["episodes"]
     )
 
 

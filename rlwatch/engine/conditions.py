@@ -468,6 +468,13 @@ class Relative(Node):
     'firing'
     >>> state("relative: {metric: entropy, below_factor: 0.5}", entropy="1x3 0.2x4")
     'firing'
+
+    A level at or below zero has no multiples: Online DPO's sequence KL estimate starts at
+    -0.17, and "20x its early level" would hold for any positive KL.
+
+    >>> when = "relative: {metric: kl_ref, above_factor: 20, first_steps: 3}"
+    >>> state(when, kl_ref="0 -0.17 -0.77 5")
+    'skipped'
     """
 
     metric: str = param("metric", doc="the metric watched")
@@ -512,6 +519,11 @@ class Relative(Node):
             ref = max(ref, start)
         elif self.above_factor is not None:
             ref = min(ref, start)
+        if not ref > 0:  # a multiple of a level at or below zero (or of none) means nothing
+            raise Skip(
+                f"the early level of {metric!r} is {ref:.3g}: a relative change needs a "
+                "positive one (a sample estimate, such as a KL, can start below zero)"
+            )
         v = s.values
         mask = after.copy()
         if self.below_factor is not None:

@@ -70,6 +70,7 @@ class Verdict:
             "name": self.name,
             "severity": str(self.severity),
             "state": self.state,
+            "gate": self.gate,
             "summary": self.summary,
             "reason": self.reason,
             "metrics": self.metrics,

@@ -211,6 +211,9 @@ class RLWatchCallback(TrainerCallback):
                 changes = self.evaluator.log(step, batch[0][1], wall_time=batch[0][2])
             else:
                 changes = self.evaluator.update(self._rows_of(batch))
+            # the whole-history rules too (tail defers them to ~10% of its time; here the
+            # overhead budget sets the pace, and a stop must land on the step that fired)
+            changes += self.evaluator.tick(force=True)
         except Exception as exc:  # a guard must never take the training run down
             self.errors.append(f"step {step}: {exc!r}")
             self.logger.warning(f"rlwatch: could not evaluate step {step}: {exc!r}")
