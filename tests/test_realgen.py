@@ -116,7 +116,9 @@ def test_second_heldout_generation_is_separate_and_balanced():
     assert not {sp.seed for sp in held2} & {sp.seed for sp in earlier}
     for n in names:
         assert [
-            w for w in ("tuned", "heldout", "heldout2", "heldout3") if evaluate.in_set(n, w)
+            w
+            for w in ("tuned", "heldout", "heldout2", "heldout3", "heldout4")
+            if evaluate.in_set(n, w)
         ] == ["heldout2"]
     made = [n for n in names if n in LABELS]
     if made:
@@ -137,7 +139,9 @@ def test_third_heldout_generation_is_separate_and_balanced():
     assert not {sp.seed for sp in held3} & {sp.seed for sp in earlier}
     for n in names:
         assert [
-            w for w in ("tuned", "heldout", "heldout2", "heldout3") if evaluate.in_set(n, w)
+            w
+            for w in ("tuned", "heldout", "heldout2", "heldout3", "heldout4")
+            if evaluate.in_set(n, w)
         ] == ["heldout3"]
     made = [n for n in names if n in LABELS]
     if made:
@@ -145,8 +149,41 @@ def test_third_heldout_generation_is_separate_and_balanced():
         assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} ho3 runs broken"
 
 
+def test_fourth_heldout_generation_is_separate_and_balanced():
+    """The fourth held-out specs (ho4-*) use seeds no earlier run used, are split healthy/broken,
+    and fall in their own evaluation set."""
+    import evaluate
+    import make_runs
+
+    earlier = (
+        make_runs.specs()
+        + make_runs.heldout_specs()
+        + make_runs.heldout2_specs()
+        + make_runs.heldout3_specs()
+    )
+    held4 = make_runs.heldout4_specs()
+    names = [sp.name for sp in held4]
+    assert names and all(n.startswith("ho4-") for n in names) and len(set(names)) == len(names)
+    assert not {sp.seed for sp in held4} & {sp.seed for sp in earlier}
+    for n in names:
+        assert [
+            w
+            for w in ("tuned", "heldout", "heldout2", "heldout3", "heldout4")
+            if evaluate.in_set(n, w)
+        ] == ["heldout4"]
+    made = [n for n in names if n in LABELS]
+    if made:
+        broken = sum(LABELS[n]["label"] == "broken" for n in made)
+        assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} ho4 runs broken"
+
+
+PENDING_FIRST_MEASUREMENT = ("ho4-",)  # labelled and committed; rlwatch not yet run on them
+
+
 def _case(name: str):
     marks = []
+    if name.startswith(PENDING_FIRST_MEASUREMENT):
+        marks.append(pytest.mark.skip(reason="held-out run awaiting its first measurement"))
     if name in KNOWN_WRONG:
         marks.append(pytest.mark.xfail(strict=True, reason=KNOWN_WRONG[name] or "known wrong"))
     return pytest.param(name, marks=marks, id=name)
