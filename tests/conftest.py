@@ -71,3 +71,27 @@ def tbx_run(tmp_path: Path) -> Path:
         },
     )
     return tmp_path / "run"
+
+
+# a gate: last rule (XX01, a state a healthy run may pass through) and a gate: any one (XX02):
+# tail, diagnose and the training callback must judge them alike (test_tail, test_callback)
+GATE_RULES = """\
+version: 1
+groups:
+  - name: g
+    rules:
+      - code: XX01
+        name: custom.at_chance
+        severity: error
+        gate: last
+        description: a state a healthy run may pass through
+        when:
+          threshold: {metric: loss, above: 0.6}
+        summary: "loss {value:.3g}"
+      - code: XX02
+        name: custom.blowup
+        severity: error
+        when:
+          threshold: {metric: loss, above: 5}
+        summary: "loss {value:.3g}"
+"""

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import GATE_RULES
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "fixtures" / "realgen"))
@@ -264,21 +265,6 @@ def test_a_batched_callback_judges_a_nan_at_once_and_stops_on_it(tmp_path):
     assert cb.evaluations == 1  # steps 1-6 waited for the batch, step 7 (NaN) flushed it
     assert control.should_training_stop and cb.stop_step == 7
     assert str(cb.stopped_by.severity) == "error"
-
-
-GATE_RULES = """\
-version: 1
-groups:
-  - name: g
-    rules:
-      - code: XX01
-        name: custom.at_chance
-        severity: error
-        gate: last
-        when:
-          threshold: {metric: loss, above: 0.6}
-        summary: "loss {value:.3g}"
-"""
 
 
 @pytest.mark.parametrize(("tail", "status"), [(0.3, "healthy"), (0.69, "unhealthy")])

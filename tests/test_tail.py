@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import FIXTURES, ROOT, tb_record
+from conftest import FIXTURES, GATE_RULES, ROOT, tb_record
 
 from rlwatch.engine.evaluate import evaluate_frame
 from rlwatch.engine.rules import load_rules
@@ -274,28 +274,6 @@ def test_an_ongoing_episode_keeps_its_first_step_and_a_nan_never_ages_out(tmp_pa
     st03 = next(v for v in watch.verdicts() if v.code == "ST03")
     assert st03.state == "firing" and st03.episodes[0].first_step == 300
     assert st03.episodes[0].last_step == 600
-
-
-GATE_RULES = """\
-version: 1
-groups:
-  - name: g
-    rules:
-      - code: XX01
-        name: custom.at_chance
-        severity: error
-        gate: last
-        description: a state a healthy run may pass through
-        when:
-          threshold: {metric: loss, above: 0.6}
-        summary: "loss {value:.3g}"
-      - code: XX02
-        name: custom.blowup
-        severity: error
-        when:
-          threshold: {metric: loss, above: 5}
-        summary: "loss {value:.3g}"
-"""
 
 
 @pytest.mark.parametrize(
