@@ -140,6 +140,8 @@ def test_rules_cli(tmp_path: Path) -> None:
     assert r.exit_code == 0 and "EX01" in r.output and "exploration.entropy_collapse" in r.output
     r = runner.invoke(app, ["rules", "explain", "st02"])
     assert r.exit_code == 0 and "runbook:" in r.output and "count:" in r.output
+    assert "gate: any" in r.output
+    assert "gate: last" in runner.invoke(app, ["rules", "explain", "RM01"]).output
     assert runner.invoke(app, ["rules", "explain", "ZZ99"]).exit_code == 2
     assert runner.invoke(app, ["rules", "test"]).exit_code == 0
     good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
