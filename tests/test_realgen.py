@@ -117,7 +117,7 @@ def test_second_heldout_generation_is_separate_and_balanced():
     for n in names:
         assert [
             w
-            for w in ("tuned", "heldout", "heldout2", "heldout3", "heldout4")
+            for w in ("tuned", "heldout", "heldout2", "heldout3", "heldout4", "heldout5")
             if evaluate.in_set(n, w)
         ] == ["heldout2"]
     made = [n for n in names if n in LABELS]
@@ -140,7 +140,7 @@ def test_third_heldout_generation_is_separate_and_balanced():
     for n in names:
         assert [
             w
-            for w in ("tuned", "heldout", "heldout2", "heldout3", "heldout4")
+            for w in ("tuned", "heldout", "heldout2", "heldout3", "heldout4", "heldout5")
             if evaluate.in_set(n, w)
         ] == ["heldout3"]
     made = [n for n in names if n in LABELS]
@@ -168,7 +168,7 @@ def test_fourth_heldout_generation_is_separate_and_balanced():
     for n in names:
         assert [
             w
-            for w in ("tuned", "heldout", "heldout2", "heldout3", "heldout4")
+            for w in ("tuned", "heldout", "heldout2", "heldout3", "heldout4", "heldout5")
             if evaluate.in_set(n, w)
         ] == ["heldout4"]
     made = [n for n in names if n in LABELS]
@@ -177,8 +177,42 @@ def test_fourth_heldout_generation_is_separate_and_balanced():
         assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} ho4 runs broken"
 
 
+def test_fifth_heldout_generation_is_separate_and_balanced():
+    """The fifth held-out specs (ho5-*) use seeds no earlier run used, are split healthy/broken,
+    and fall in their own evaluation set."""
+    import evaluate
+    import make_runs
+
+    earlier = (
+        make_runs.specs()
+        + make_runs.heldout_specs()
+        + make_runs.heldout2_specs()
+        + make_runs.heldout3_specs()
+        + make_runs.heldout4_specs()
+    )
+    held5 = make_runs.heldout5_specs()
+    names = [sp.name for sp in held5]
+    assert names and all(n.startswith("ho5-") for n in names) and len(set(names)) == len(names)
+    assert not {sp.seed for sp in held5} & {sp.seed for sp in earlier}
+    for n in names:
+        assert [
+            w
+            for w in ("tuned", "heldout", "heldout2", "heldout3", "heldout4", "heldout5")
+            if evaluate.in_set(n, w)
+        ] == ["heldout5"]
+    made = [n for n in names if n in LABELS]
+    if made:
+        broken = sum(LABELS[n]["label"] == "broken" for n in made)
+        assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} ho5 runs broken"
+
+
+PENDING_FIRST_MEASUREMENT = ("ho5-",)  # labelled and committed; rlwatch not yet run on them
+
+
 def _case(name: str):
     marks = []
+    if name.startswith(PENDING_FIRST_MEASUREMENT):
+        marks.append(pytest.mark.skip(reason="held-out run awaiting its first measurement"))
     if name in KNOWN_WRONG:
         marks.append(pytest.mark.xfail(strict=True, reason=KNOWN_WRONG[name] or "known wrong"))
     return pytest.param(name, marks=marks, id=name)
