@@ -103,107 +103,34 @@ def test_heldout_generation_is_separate_and_balanced():
         assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} held-out runs broken"
 
 
-def test_second_heldout_generation_is_separate_and_balanced():
-    """The second held-out specs (ho2-*) use seeds no earlier run used and are split
-    healthy/broken; the evaluation sets do not overlap."""
+@pytest.mark.parametrize("k", [2, 3, 4, 5])
+def test_later_heldout_generations_are_separate_and_balanced(k: int):
+    """Each later held-out batch (ho2-* .. ho5-*) uses seeds no earlier run used, is split
+    healthy/broken, and falls in its own evaluation set, none other."""
     import evaluate
     import make_runs
 
-    earlier = make_runs.specs() + make_runs.heldout_specs()
-    held2 = make_runs.heldout2_specs()
-    names = [sp.name for sp in held2]
-    assert names and all(n.startswith("ho2-") for n in names) and len(set(names)) == len(names)
-    assert not {sp.seed for sp in held2} & {sp.seed for sp in earlier}
+    batches = [
+        make_runs.specs(),
+        make_runs.heldout_specs(),
+        make_runs.heldout2_specs(),
+        make_runs.heldout3_specs(),
+        make_runs.heldout4_specs(),
+        make_runs.heldout5_specs(),
+    ]
+    earlier = [sp for batch in batches[:k] for sp in batch]
+    held = batches[k]
+    names = [sp.name for sp in held]
+    prefix = f"ho{k}-"
+    assert names and all(n.startswith(prefix) for n in names) and len(set(names)) == len(names)
+    assert not {sp.seed for sp in held} & {sp.seed for sp in earlier}
+    sets = ("tuned", "heldout", "heldout2", "heldout3", "heldout4", "heldout5")
     for n in names:
-        assert [
-            w
-            for w in ("tuned", "heldout", "heldout2", "heldout3", "heldout4", "heldout5")
-            if evaluate.in_set(n, w)
-        ] == ["heldout2"]
+        assert [w for w in sets if evaluate.in_set(n, w)] == [f"heldout{k}"]
     made = [n for n in names if n in LABELS]
     if made:
         broken = sum(LABELS[n]["label"] == "broken" for n in made)
-        assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} ho2 runs broken"
-
-
-def test_third_heldout_generation_is_separate_and_balanced():
-    """The third held-out specs (ho3-*) use seeds no earlier run used, are split healthy/broken,
-    and fall in their own evaluation set."""
-    import evaluate
-    import make_runs
-
-    earlier = make_runs.specs() + make_runs.heldout_specs() + make_runs.heldout2_specs()
-    held3 = make_runs.heldout3_specs()
-    names = [sp.name for sp in held3]
-    assert names and all(n.startswith("ho3-") for n in names) and len(set(names)) == len(names)
-    assert not {sp.seed for sp in held3} & {sp.seed for sp in earlier}
-    for n in names:
-        assert [
-            w
-            for w in ("tuned", "heldout", "heldout2", "heldout3", "heldout4", "heldout5")
-            if evaluate.in_set(n, w)
-        ] == ["heldout3"]
-    made = [n for n in names if n in LABELS]
-    if made:
-        broken = sum(LABELS[n]["label"] == "broken" for n in made)
-        assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} ho3 runs broken"
-
-
-def test_fourth_heldout_generation_is_separate_and_balanced():
-    """The fourth held-out specs (ho4-*) use seeds no earlier run used, are split healthy/broken,
-    and fall in their own evaluation set."""
-    import evaluate
-    import make_runs
-
-    earlier = (
-        make_runs.specs()
-        + make_runs.heldout_specs()
-        + make_runs.heldout2_specs()
-        + make_runs.heldout3_specs()
-    )
-    held4 = make_runs.heldout4_specs()
-    names = [sp.name for sp in held4]
-    assert names and all(n.startswith("ho4-") for n in names) and len(set(names)) == len(names)
-    assert not {sp.seed for sp in held4} & {sp.seed for sp in earlier}
-    for n in names:
-        assert [
-            w
-            for w in ("tuned", "heldout", "heldout2", "heldout3", "heldout4", "heldout5")
-            if evaluate.in_set(n, w)
-        ] == ["heldout4"]
-    made = [n for n in names if n in LABELS]
-    if made:
-        broken = sum(LABELS[n]["label"] == "broken" for n in made)
-        assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} ho4 runs broken"
-
-
-def test_fifth_heldout_generation_is_separate_and_balanced():
-    """The fifth held-out specs (ho5-*) use seeds no earlier run used, are split healthy/broken,
-    and fall in their own evaluation set."""
-    import evaluate
-    import make_runs
-
-    earlier = (
-        make_runs.specs()
-        + make_runs.heldout_specs()
-        + make_runs.heldout2_specs()
-        + make_runs.heldout3_specs()
-        + make_runs.heldout4_specs()
-    )
-    held5 = make_runs.heldout5_specs()
-    names = [sp.name for sp in held5]
-    assert names and all(n.startswith("ho5-") for n in names) and len(set(names)) == len(names)
-    assert not {sp.seed for sp in held5} & {sp.seed for sp in earlier}
-    for n in names:
-        assert [
-            w
-            for w in ("tuned", "heldout", "heldout2", "heldout3", "heldout4", "heldout5")
-            if evaluate.in_set(n, w)
-        ] == ["heldout5"]
-    made = [n for n in names if n in LABELS]
-    if made:
-        broken = sum(LABELS[n]["label"] == "broken" for n in made)
-        assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} ho5 runs broken"
+        assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} {prefix}* runs broken"
 
 
 def _case(name: str):
