@@ -135,10 +135,13 @@ class RunFrame:
         *,
         where: np.ndarray | None = None,
         places: list[str] | None = None,
+        owned: bool = False,
     ) -> RunFrame:
         """Build one run from rows in write order (`tag` holds codes into `tags`).
 
         `where`/`places` optionally name the file each row came from, for restart reports.
+        `owned`: the caller hands the arrays over (nothing else holds or changes them), so
+        the frame keeps them instead of copying (pandas copies a dict's arrays by default).
         Detects restarts, keeps the last write per (tag, step), resolves canonical names.
         """
         from rlwatch import names
@@ -186,7 +189,8 @@ class RunFrame:
                 "value": value,
                 "wall_time": wall_time,
                 "source": _categorical(np.zeros(n, np.int8), [info.source]),
-            }
+            },
+            copy=not owned,
         )
         if not present.all():  # tags a reader knows but that have no rows here
             for col in ("metric", "tag"):

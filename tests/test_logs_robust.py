@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from rlwatch.cli.app import app
@@ -181,3 +183,67 @@ def test_a_folder_readme_is_not_a_run(tmp_path: Path) -> None:
     (tmp_path / "run.log").write_text("step:1 - actor/entropy:0.5\n")
     (tmp_path / "SOURCE.md").write_text("Lines look like `step:1 - actor/entropy:0.5`\n")
     assert logs.log_files(tmp_path) == [tmp_path / "run.log"]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    lines=st.lists(st.binary(max_size=1500).map(lambda b: b.replace(b"\n", b"")), max_size=40),
+    tail=st.binary(max_size=700).map(lambda b: b.replace(b"\n", b"")),
+    block=st.integers(1, 4000),
+)
+def test_line_lists_yields_every_complete_line_once_in_order(
+    lines: list[bytes], tail: bytes, block: int
+) -> None:
+    """The JSONL block reader (reused buffer: memoryviews of long lines, bytes of short ones)
+    gives back exactly the file's complete lines, whatever the block size; the unfinished
+    last line is counted in `partial`, never read."""
+    import tempfile
+
+    from rlwatch.sources.logs import _cols
+
+    long_line_default = _cols.LONG_LINE
+
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "run.jsonl"
+        f.write_bytes(b"".join(line + b"\n" for line in lines) + tail)
+        try:
+            for long_line in (0, 10**9):  # every line viewed, every line split
+                _cols.LONG_LINE = long_line
+                blocks = _cols.Blocks(f, block=block, binary=True)
+                got: list[bytes] = []
+                for part in blocks.line_lists():
+                    got += [bytes(x) for x in part]  # views are valid only until the next block
+                assert got == lines
+                assert blocks.partial == len(tail)
+                assert blocks.lineno == len(lines) + 1
+                assert blocks.offset == f.stat().st_size - len(tail)
+        finally:
+            _cols.LONG_LINE = long_line_default
+
+
+@pytest.mark.parametrize("long_line", [10**9, 0], ids=["split", "views"])
+@pytest.mark.parametrize("width", [40, 2000])
+def test_a_line_too_long_to_hold_is_skipped_and_named(
+    tmp_path: Path, width: int, long_line: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JSONL line longer than MAX_LINE is dropped (counted in a warning), the lines around
+    it are read, on both of the block reader's paths (short lines split, long ones viewed)."""
+    from rlwatch.sources.logs import _cols
+
+    monkeypatch.setattr(_cols, "MAX_LINE", 10_000)
+    monkeypatch.setattr(_cols, "BLOCK", 1024)
+    monkeypatch.setattr(_cols, "LONG_LINE", long_line)  # force one path or the other
+    pad = "p" * width
+
+    def rec(step: int) -> str:
+        return json.dumps({"step": step, "loss": step / 10, "note_" + pad: 1.0}) + "\n"
+
+    huge = json.dumps({"step": 99, "loss": 5.0, "x": "y" * 50_000}) + "\n"
+    f = tmp_path / "run.jsonl"
+    f.write_text(rec(1) + rec(2) + huge + rec(3) + rec(4))
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    d = frame.data[frame.data["tag"] == "loss"]
+    assert d["step"].tolist() == [1, 2, 3, 4]
+    assert d["value"].tolist() == [0.1, 0.2, 0.3, 0.4]
+    assert any("1 line(s) longer than 64 MiB skipped" in w for w in info.warnings)

@@ -17,6 +17,7 @@ from rlwatch.sources._rows import STEP_KEYS
 MAX_STEP = 2**63 - 1
 BLOCK = 4 << 20  # bytes read at a time
 MAX_LINE = 64 << 20  # a longer line is skipped (and named in a warning), never held whole
+LONG_LINE = 512  # bytes a line on average: a block of such lines is read as views, not split
 
 
 class Cols:
@@ -266,7 +267,7 @@ class Cols:
                     for w, k in zip(walls, lens, strict=True)
                 ]
             )
-        return RunFrame.from_arrays(info, self.tags, out[0], out[1], out[2], wall)
+        return RunFrame.from_arrays(info, self.tags, out[0], out[1], out[2], wall, owned=True)
 
 
 def _numeric_text(s: str) -> bool:
@@ -337,23 +338,50 @@ class Blocks:
             self.lineno += chunk.count(b"\n")
         self._finish(carry)
 
-    def line_lists(self) -> Iterator[list[bytes]]:
-        """The same complete lines as bytes, a block's worth at a time and without their
-        newlines: split once, never copied into a joined block (a line is assembled from two
-        reads only when it straddles them)."""
+    def line_lists(self) -> Iterator[list[Any]]:
+        """The same complete lines, a block's worth at a time and without their newlines,
+        never copied into a joined block (a line is assembled from two reads only when it
+        straddles them). A block of long lines (verl's records are kilobytes) is read into one
+        reused buffer and its lines are memoryviews of it, valid until the next list is asked
+        for: no fresh pages to fault in and no copy. Short lines are split into bytes."""
         carry = b""
-        for data in self._reads():
-            parts = data.split(b"\n")
-            tail = parts.pop()
-            if not parts:
-                carry = self._hold(carry + tail)
-                continue
-            if carry:
-                parts[0] = carry + parts[0]
-            carry = tail
-            self.offset += sum(map(len, parts)) + len(parts)
-            yield parts
-            self.lineno += len(parts)
+        buf = bytearray(self.block)
+        view = memoryview(buf)
+        find = buf.find
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            while n := f.readinto(buf):
+                start = 0
+                if self._dropping:  # inside a line too long to hold: skip to its end
+                    nl = find(b"\n", 0, n)
+                    if nl < 0:
+                        self.offset += n
+                        continue
+                    self.offset += nl + 1
+                    self.lineno += 1
+                    start, self._dropping = nl + 1, False
+                last = buf.rfind(b"\n", start, n)
+                if last < 0:
+                    carry = self._hold(carry + view[start:n])
+                    continue
+                # the block's last complete line stands for its lines' length
+                if last - max(buf.rfind(b"\n", start, last), start - 1) > LONG_LINE:
+                    parts: list[Any] = []
+                    pos = start
+                    while pos <= last:
+                        j = find(b"\n", pos, last + 1)
+                        parts.append(view[pos:j])
+                        pos = j + 1
+                else:
+                    parts = bytes(view[start:last]).split(b"\n")
+                tail = bytes(view[last + 1 : n])
+                if carry:
+                    parts[0] = carry + parts[0]
+                carry = tail
+                self.offset += sum(map(len, parts)) + len(parts)
+                yield parts
+                self.lineno += len(parts)
+                del parts
         self._finish(carry)
 
 
