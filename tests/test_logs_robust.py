@@ -247,3 +247,32 @@ def test_a_line_too_long_to_hold_is_skipped_and_named(
     assert d["step"].tolist() == [1, 2, 3, 4]
     assert d["value"].tolist() == [0.1, 0.2, 0.3, 0.4]
     assert any("1 line(s) longer than 64 MiB skipped" in w for w in info.warnings)
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "markdown", "github", "junit"])
+def test_reader_warnings_go_to_stderr_in_every_format(tmp_path: Path, fmt: str) -> None:
+    """What a reader skipped is named on stderr, one `rlwatch: warning:` line, whatever the
+    format; stdout stays the report alone (JSON still carries the warning as data)."""
+    import os
+    import subprocess
+    import sys
+
+    f = tmp_path / "run.log"
+    f.write_text(
+        "step:1 - actor/entropy:0.5 - actor/grad_norm:1.0\n"
+        "step:2 - actor/grad_norm:1.1 - actor/entropy:0.4"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "rlwatch", "diagnose", str(f), "--format", fmt],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert r.returncode == 0, r.stderr
+    warned = [x for x in r.stderr.splitlines() if x.startswith("rlwatch: warning: ")]
+    assert len(warned) == 1 and "last line incomplete, not read" in warned[0]
+    if fmt == "json":
+        (run,) = json.loads(r.stdout)["runs"]
+        assert any("last line incomplete" in w for w in run["warnings"])
+    elif fmt == "text":
+        assert "last line incomplete" not in r.stdout

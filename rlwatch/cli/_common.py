@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import enum
 from collections.abc import Iterator
+from typing import Any
 
 import typer
 
@@ -79,6 +80,16 @@ def report_skipped(skipped: list) -> None:
     for s in skipped:
         text = f"{s['path']}: {s['reason']}" if isinstance(s, dict) else str(s)
         typer.echo(f"rlwatch: skipped {redact_secrets(text)}", err=True)
+
+
+def report_warnings(report: Any) -> None:
+    """What a reader skipped or could not read in a run it did read (a cut last line, values
+    that are not numbers, ...), one line each on stderr; machine formats also carry them."""
+    from rlwatch.errors import redact_secrets
+
+    for run in report.runs:
+        for w in run.get("warnings", []):
+            typer.echo(f"rlwatch: warning: {redact_secrets(str(w))}", err=True)
 
 
 PIPED_WIDTH = 1000  # piped output is read by programs and grep: lines are not wrapped

@@ -17,6 +17,7 @@ from rlwatch.cli._common import (
     ExitCode,
     SeverityChoice,
     report_skipped,
+    report_warnings,
     stdout_console,
     user_errors,
 )
@@ -208,6 +209,7 @@ def diagnose(
                 baseline, targets, str(report.fail_on), rules, select, ignore
             )
         report_skipped(report.skipped)
+        report_warnings(report)
         machine = fmt.value if fmt is not ReportFormat.text else ("json" if output else None)
         for path, kind in ((html, "html"), (output, machine)):
             if path is None:

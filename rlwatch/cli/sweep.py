@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rlwatch.cli._common import report_skipped, stdout_console
+from rlwatch.cli._common import report_skipped, report_warnings, stdout_console
 
 
 def run_sweep(
@@ -72,6 +72,7 @@ def run_sweep(
         except OSError as exc:
             raise UsageError(f"--output {output}: cannot write ({exc.strerror})") from None
     report_skipped(report.skipped)
+    report_warnings(report)
     if output is None and machine is not None:
         typer.echo(render(machine), nl=False)
     else:

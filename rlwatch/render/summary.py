@@ -17,7 +17,8 @@ def _steps(run: dict[str, Any]) -> str:
 
 
 def summary_renderable(report: Report, *, verbose: bool = False) -> Any:
-    """A rich renderable listing the runs, what was recognised, restarts and reader warnings."""
+    """A rich renderable listing the runs, what was recognised and restarts (reader warnings go
+    to stderr: `cli._common.report_warnings`)."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
@@ -47,8 +48,6 @@ def summary_renderable(report: Report, *, verbose: bool = False) -> Any:
                     + "; the seam is not treated as one curve"
                 )
             )
-        for w in run["warnings"]:
-            lines.append(Text(f"warning: {w}", style="yellow"))
         if verbose:
             for canon, raw in sorted(run["metrics"].items()):
                 lines.append(Text(f"  {run['name']}: {canon} <- {raw}", style="dim"))

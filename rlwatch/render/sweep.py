@@ -200,8 +200,6 @@ def table_renderable(report: Report) -> Any:
                     style="dim",
                 )
             )
-        for w in run.get("warnings", []):
-            parts.append(Text(f"warning: {w}", style="yellow"))
     for u in unread:
         parts.append(Text(f"skipped {u['path']}: {u['reason']}", style="yellow"))
     parts.append(
