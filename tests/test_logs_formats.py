@@ -160,6 +160,28 @@ def test_custom_trainer_name_number_lines_with_a_step_counter(tmp_path: Path) ->
     assert rows[("reward", 9990)] == 0.3
 
 
+def test_a_bare_counter_opening_the_line_and_percent_values(tmp_path: Path) -> None:
+    """Tinker-API scripts print `[run]   N/100 | loss=... | reward=... | acc=62.5%` (the line
+    shape of fixtures/public/tinker-api-grpo-*): the counter is the step, 62.5% is 0.625, and
+    summary lines with a ratio (`Zero-loss steps: 17/100 (17%)`) are not records."""
+    f = tmp_path / "grpo.log"
+    f.write_text(
+        "[gsm8k_8B] 7473 GSM8K examples | model=Qwen/Qwen3-8B seed=42 rank=32 lr=5e-06\n"
+        "[gsm8k_8B]   1/100 | loss=-4.6162 | reward=0.625 | acc=62.5%\n"
+        "[gsm8k_8B]   2/100 | loss=0.0000 | reward=0.000 | acc=0.0%\n"
+        "  12/100 | loss=-0.5 | reward=0.25\n"
+        "[gsm8k_8B] Zero-loss steps: 17/100 (17%)\n"
+        "[gsm8k_8B] eval 3/4 done, 10/20 ok\n"
+    )
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    assert info.source == "kv-pairs"
+    rows = _rows(frame)
+    assert rows[("loss", 1)] == -4.6162 and rows[("acc", 1)] == 0.625
+    assert rows[("reward", 2)] == 0.0 and rows[("reward", 12)] == 0.25
+    assert sorted({s for _, s in rows}) == [1, 2, 12]
+
+
 def test_a_user_regex_is_the_escape_hatch(tmp_path: Path) -> None:
     f = tmp_path / "odd.txt"
     f.write_text("it step 1 loss 0.5 ent 1.2\nit step 2 loss 0.4 ent 1.1\nnoise\n")

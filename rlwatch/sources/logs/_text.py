@@ -21,7 +21,8 @@ from rlwatch.sources.logs._verl import ANSI, literal_dict
 
 # -- transformers / TRL printed dicts ------------------------------------------------------
 DICT_START = re.compile(r"\{'[^'\n]{1,200}': ")
-NOT_METRICS = re.compile(r"(?:[\w)\]]:\s+|=\s*)$")  # `Updated tokens: {...}`, `cfg = {...}`
+# `Updated tokens: {...}`, `cfg = {...}`, `f(x, {...}`, DeepSpeed's `aio_config ...... {...}`
+NOT_METRICS = re.compile(r"(?:[\w)\]]:\s+|=\s*|[(,]\s*|\.{3,}\s*)$")
 
 
 def find_dict(line: str) -> str | None:
@@ -39,6 +40,9 @@ def find_dict(line: str) -> str | None:
     if NOT_METRICS.search(head[-100:]):
         return None
     return line[m.start() : end + 1]
+
+
+EVAL_PREFIXES = ("eval_", "test_")
 
 
 class PythonDicts:
@@ -76,7 +80,9 @@ class PythonDicts:
             return
         step = cols.step(d["step"]) if _int_like(d.get("step")) else None
         if step is None:
-            self.ordinal += 1
+            # an evaluation's dict is printed right after the training log of its step
+            if not (self.ordinal and all(k.startswith(EVAL_PREFIXES) for k in d if k != "epoch")):
+                self.ordinal += 1
             step, self.ordinal_steps = self.ordinal, True
         cols.add_mapping(step, d, strings=True)
 
@@ -236,7 +242,7 @@ def sniff_notebook(head: str) -> bool:
 
 # -- custom trainers: `Name: number` pairs with a step counter -----------------------------
 NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])|[-+]?(?:nan|inf)(?!\w)"
-PAIR = re.compile(rf"(?<![\w/.@\[\]-])([A-Za-z_][\w/.@\-]*)\s*[:=]\s*({NUM})", re.I)
+PAIR = re.compile(rf"(?<![\w/.@\[\]-])([A-Za-z_][\w/.@\-]*)\s*[:=]\s*({NUM})(%?)", re.I)
 # blanks between a counter's label and its number: bounded, so a label followed by a megabyte of
 # blanks and no number is given up in constant time (an unbounded \s* backtracks through them all)
 SP = r"\s{0,64}"
@@ -254,6 +260,8 @@ COUNTERS = (
     ),
     # [120/9751] not preceded by an epoch label
     re.compile(r"\[(?<!epoch\[)(?<!epoch:\[)(?<!epoch: \[)(\d+)\s*/\s*\d+\]", re.I),
+    # `  120/9751 | loss=...`: a bare counter opening the line (after any [name] prefixes)
+    re.compile(r"^[ \t]{0,64}(?:\[[^\]\n]{0,200}\][ \t]{0,64}){0,4}(\d+)[ \t]*/[ \t]*\d+(?![\d.])"),
 )
 COUNTER_NAMES = {"step", "global_step", "globalstep", "iter", "iteration"}
 EPOCH = re.compile(rf"epoch{SP}(?:[:=]{SP})?(?:\[{SP})?(\d+)\s*/\s*\d+", re.I)
@@ -261,7 +269,9 @@ EPOCH = re.compile(rf"epoch{SP}(?:[:=]{SP})?(?:\[{SP})?(\d+)\s*/\s*\d+", re.I)
 
 class KeyValues:
     """`Epoch:[1/1](120/9751), Reward: 0.1032, KL_ref: 0.0012, ...`: lines with a step counter
-    and at least two `Name: number` (or `name=number`) pairs."""
+    and at least two `Name: number` (or `name=number`) pairs; `[run]  12/100 | loss=-4.6 |
+    acc=62.5%` too (a bare counter opening the line; a number followed by % is read as a
+    fraction)."""
 
     fmt = "kv-pairs"
 
@@ -283,8 +293,8 @@ class KeyValues:
         if found is None:
             return False
         pairs = [
-            (k, v)
-            for k, v in PAIR.findall(line)
+            (k, float(v) / 100 if pct else float(v))  # 62.5% is 0.625
+            for k, v, pct in PAIR.findall(line)
             if k.lower() not in COUNTER_NAMES and k.lower() != "epoch"
         ]
         if len(pairs) < 2:
@@ -299,7 +309,7 @@ class KeyValues:
                 step += (int(e.group(1)) - 1) * int(total)
         code = self.cols.code
         self.cols.add_row(
-            step, array("i", [code(k) for k, _ in pairs]), [float(v) for _, v in pairs]
+            step, array("i", [code(k) for k, _ in pairs]), [v for _, v in pairs]
         )
         return True
 
