@@ -177,6 +177,33 @@ def test_python_dict_console_with_ordinal_steps_and_summary(tmp_path: Path) -> N
     assert math.isnan(kl.loc[1]) and kl.loc[2] == 0.02
 
 
+def test_python_dicts_skip_config_printouts_and_eval_dicts_share_their_step(
+    tmp_path: Path,
+) -> None:
+    """A DeepSpeed launch prints its config as `name ....... {...}` dicts with numbers in them:
+    not metric logs. transformers prints an evaluation's dict right after the training log of
+    the same step: it shares that step instead of taking the next ordinal."""
+    f = tmp_path / "dpo.log"
+    f.write_text(
+        "[2025-02-20 20:25:29,318] [INFO] [config.py:1000:print]   aio_config ......... "
+        "{'block_size': 1048576, 'queue_depth': 8, 'thread_count': 1}\n"
+        "[INFO] [config.py:1000:print]   data_efficiency_config ....... {'seed': 1234, "
+        "'num_workers': 0}\n"
+        "global_rank_mapping=defaultdict(<class 'list'>, {'localhost': [0, 1], 'n': 2})\n"
+        "{'loss': 0.6931, 'grad_norm': 24.8, 'learning_rate': 5e-06, 'epoch': 0.1}\n"
+        "{'eval_loss': 0.69, 'eval_runtime': 3.1, 'epoch': 0.1}\n"
+        "{'loss': 0.61, 'grad_norm': 20.1, 'learning_rate': 5e-06, 'epoch': 0.2}\n"
+        "{'eval_loss': 0.65, 'eval_runtime': 3.0, 'epoch': 0.2}\n"
+    )
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    rows = {(r.tag, r.step): r.value for r in frame.data.itertuples()}
+    assert frame.steps(info.name) == (2, 1, 2)
+    assert rows[("eval_loss", 1)] == 0.69 and rows[("eval_loss", 2)] == 0.65
+    assert rows[("loss", 2)] == 0.61
+    assert not {"block_size", "seed", "num_workers", "n"} & {t for t, _ in rows}
+
+
 def test_an_unrecognised_file_names_the_formats_tried(tmp_path: Path) -> None:
     f = tmp_path / "notes.txt"
     f.write_text("just some text\nnothing to see\n")

@@ -31,8 +31,8 @@ FORMATS = {
     "llamafactory": "LLaMA-Factory trainer_log.jsonl (current_steps, loss, lr, ...)",
     "prime-rl": 'prime-rl metrics.jsonl ({"step": N, "time": T, ...})',
     "jsonl": "JSONL with a step field (Tinker metrics.jsonl, ...)",
-    "kv-pairs": "lines of `Name: number` pairs with a step counter (Epoch:[1/1](120/9751), "
-    "Reward: 0.1, ...)",
+    "kv-pairs": "lines of `Name: number` or `name=number` pairs with a step counter "
+    "(Epoch:[1/1](120/9751), Reward: 0.1, ...)",
 }
 USER_REGEX = "regex:"
 # what a folder's walk treats as a log (a notebook table saved as .html/.md is read when given

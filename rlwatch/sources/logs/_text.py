@@ -308,9 +308,7 @@ class KeyValues:
             if e and len(e.group(1)) < 7 and len(total) < 12 and int(e.group(1)) > 1:
                 step += (int(e.group(1)) - 1) * int(total)
         code = self.cols.code
-        self.cols.add_row(
-            step, array("i", [code(k) for k, _ in pairs]), [v for _, v in pairs]
-        )
+        self.cols.add_row(step, array("i", [code(k) for k, _ in pairs]), [v for _, v in pairs])
         return True
 
     def finish(self) -> None:
