@@ -965,8 +965,8 @@ def _combine(ctx: Context, nodes: tuple[Node, ...], how: str) -> Signal:
             if how == "all":
                 raise
             skipped.append(str(exc))
-    if not signals:
-        raise Skip("; ".join(skipped))
+    if not signals:  # each reason once (two branches may miss the same metric)
+        raise Skip("; ".join(dict.fromkeys(skipped)))
     steps = signals[0].steps
     # signals of one metric share its steps array: compared by identity before by value
     same = all(s.steps is steps or np.array_equal(s.steps, steps) for s in signals[1:])
