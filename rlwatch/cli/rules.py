@@ -56,7 +56,7 @@ def explain(code: Annotated[str, typer.Argument(help="A rule code, e.g. EX01.")]
         "",
         "condition:",
         yaml.safe_dump(rule.when.to_spec(defaults=True), sort_keys=False).rstrip(),
-        f"for: {rule.for_} logged step(s); keep_firing_for: {rule.keep_firing_for}",
+        f"for: held across {rule.for_} of the run's logs; keep_firing_for: {rule.keep_firing_for}",
         "gate: last (fails the run only if still firing at its last step)"
         if rule.gate == "last"
         else "gate: any (an episode anywhere in the run fails it)",

@@ -53,6 +53,15 @@ class Context:
     # the time the run is judged at, on its wall clock (None: no clock; `stalled` skips)
     # (or a (time, note) pair: the note, how the time was chosen, is added to the verdict)
     now: Callable[[], Any] = field(default=lambda: None)
+    # the run's logs: every step at which a metric the rules read was logged (a rule's `for`
+    # counts these, whatever its own metric's cadence); None: the steps of `wide`
+    grid: np.ndarray | None = None
+
+    def run_logs(self) -> np.ndarray:
+        """The steps of the run's logs, ascending (see `grid`)."""
+        if self.grid is None:
+            self.grid = self.wide.index.to_numpy(dtype=np.int64)
+        return self.grid
 
     def _arrays(self, frame: pd.DataFrame, metric: str) -> Series:
         """A column's logged values, from the table turned into one numpy matrix once."""
@@ -168,6 +177,7 @@ def build_context(
     wall: Callable[[], pd.Series] | None = None,
     early: pd.DataFrame | None = None,
     now: Callable[[], Any] | float | None = None,
+    grid: np.ndarray | None = None,
 ) -> Context:
     """The one way to make an evaluation Context: diagnose, tail and the rule-test runner.
 
@@ -178,7 +188,8 @@ def build_context(
     time, computed when a rule needs it. `early`: the run's first steps when `wide` is a recent
     window (live following; `relative` conditions take their early level from it). `now`: the
     time the run is judged at, on the clock of its wall times (a number, or a callable computed
-    when a rule needs it; `stalled` reads it). Non-finite
+    when a rule needs it; `stalled` reads it). `grid`: the steps of the run's logs (every step
+    a metric the rules read was logged at, ascending; default: the steps of `wide`). Non-finite
     steps and restarts before the first step of `wide` are dropped (they are outside the view).
     """
     first = int(wide.index[0]) if len(wide) else None
@@ -202,6 +213,7 @@ def build_context(
         dict(tags or {}),
         early,
         now=now if callable(now) else (lambda: now),
+        grid=None if grid is None else np.asarray(grid, dtype=np.int64),
     )
 
 
@@ -1045,6 +1057,24 @@ def _held(mask: np.ndarray) -> np.ndarray:
     idx = np.arange(mask.size)
     last_false = np.maximum.accumulate(np.where(mask, -1, idx))
     return np.where(mask, idx - last_false, 0)
+
+
+def held_in_logs(
+    mask: np.ndarray, steps: np.ndarray, grid: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(held, position) of each point of a signal: how many of the run's logs (`grid`) its
+    current hold spans, from the step of the hold's first point to its own (0 where the
+    condition is false), and how many of the run's logs come before it. A metric logged on
+    every 4th log (GRPO's rollout metrics with num_iterations 4) that holds on 3 points in a
+    row has held for 9 logs, as a metric logged on every log holding 9 times would."""
+    held = _held(mask)
+    idx = np.arange(mask.size)
+    steps = np.asarray(steps, dtype=np.int64)
+    start = np.where(mask, idx - held + 1, idx)
+    hi = np.searchsorted(grid, steps, side="right")
+    lo = np.searchsorted(grid, steps[start], side="left")
+    position = np.maximum(hi - 1, 0)
+    return np.where(mask, np.maximum(hi - lo, held), 0), position
 
 
 @kind("stalled", observed=("value", "baseline", "ratio", "limit"))

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlwatch.engine.conditions import Context, Signal, Skip, _held, build_context, evaluate
+from rlwatch.engine.conditions import Context, Signal, Skip, build_context, evaluate, held_in_logs
 from rlwatch.engine.registry import walk
 from rlwatch.engine.robust import short_run_for
 from rlwatch.engine.rules import Rule, RuleSet
@@ -213,10 +213,13 @@ def evaluate_rule(
         return base, None, None
     base.metrics = {m: ctx.tags.get(m, m) for m in dict.fromkeys(sig.metrics)}
     mask = sig.mask
-    held = _held(mask)
+    # `for` counts the run's logs a hold spans, whatever the cadence of the rule's metric;
     # minimum evidence on short runs: in a run's first 2 x `for` logs, half the logs so far
     # (at least `for` // 2 and 3) in a row is enough; the verdict says so
-    need, idx = _short_run_need(rule.for_, mask.size)
+    held, position = held_in_logs(mask, sig.steps, ctx.run_logs())
+    need = short_run_for(rule.for_, position)
+    need = np.broadcast_to(need, mask.shape)
+    idx = np.arange(mask.size)
     active = held >= need
     last_active = np.maximum.accumulate(np.where(active, idx, -1))  # -1: never active yet
     firing = (last_active >= 0) & (idx - last_active <= rule.keep_firing_for)
@@ -239,23 +242,6 @@ def evaluate_rule(
             base.checks = _checks(ctx, rule, base.episodes[0])
             base.context = _context(ctx, sig.metrics[0], base.episodes[0])
     return base, fire, sig
-
-
-_NEED: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-
-
-def _short_run_need(for_: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(`short_run_for(for_, arange(n))`, `arange(n)`), read-only, made once per (for, length):
-    every rule of every run of a sweep asks for the same few."""
-    hit = _NEED.get((for_, n))
-    if hit is None:
-        if len(_NEED) > 4096:
-            _NEED.clear()
-        idx = np.arange(n)
-        need = np.asarray(short_run_for(for_, idx))
-        idx.flags.writeable = need.flags.writeable = False
-        hit = _NEED[(for_, n)] = (need, idx)
-    return hit
 
 
 def _fire_without_values(ctx: Context, rule: Rule, verdict: Verdict) -> None:
@@ -385,6 +371,36 @@ def _checks(ctx: Context, rule: Rule, episode: Episode) -> list[dict[str, Any]]:
     return out
 
 
+def logged_steps(ctx: Context, metrics: list[str]) -> np.ndarray:
+    """The run's logs as the live evaluator counts them: the steps at which one of `metrics`
+    (the rules' conditions and checks) was logged, a non-finite value included."""
+    want = set(metrics)
+    steps = ctx.wide.index.to_numpy(dtype=np.int64)
+    cols = [j for j, c in enumerate(ctx.wide.columns) if str(c) in want]
+    if len(cols) == len(ctx.wide.columns):
+        return steps  # every row of the table is a step one of them was logged at
+    logged = np.zeros(steps.size, dtype=bool)
+    if cols:
+        logged |= ~np.isnan(ctx.wide.to_numpy(dtype=np.float64)[:, cols]).all(axis=1)
+    for m, bad in ctx.nonfinite.items():
+        if m in want:
+            logged |= np.isin(steps, bad.to_numpy())
+    return steps[logged]
+
+
+_NEEDED: dict[int, tuple[RuleSet, list[str]]] = {}
+
+
+def _needed(rules: RuleSet) -> list[str]:
+    """`needed_metrics(rules)`, once per rule set (a sweep asks for every run)."""
+    hit = _NEEDED.get(id(rules))
+    if hit is None or hit[0] is not rules:
+        if len(_NEEDED) > 16:
+            _NEEDED.clear()
+        hit = _NEEDED[id(rules)] = (rules, needed_metrics(rules))
+    return hit[1]
+
+
 def needed_metrics(rules: RuleSet) -> list[str]:
     """The canonical metrics the rules read (conditions and checks)."""
     return sorted(
@@ -398,6 +414,8 @@ def evaluate_run(
 ) -> list[Verdict]:
     """Every rule on one run's context (rules limited by applies_to are skipped); without
     `explain`, fired verdicts carry no checks and no context (see `evaluate_rule`)."""
+    if ctx.grid is None:
+        ctx.grid = logged_steps(ctx, _needed(rules))
     verdicts = []
     for rule in rules.rules:
         if rule.frameworks and framework not in rule.frameworks:

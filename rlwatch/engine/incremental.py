@@ -28,9 +28,9 @@ from rlwatch.engine.conditions import (
     Context,
     Signal,
     Skip,
-    _held,
     build_context,
     evaluate,
+    held_in_logs,
     metrics_of,
 )
 from rlwatch.engine.evaluate import Episode, Verdict, _checks, _episode, render_summary
@@ -200,13 +200,15 @@ class Evaluator:
         self.heads: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # metric -> first finite values
         self.check_cols: dict[str, _Col] = {}  # metrics only checks read: recent values
         self.wall = _Col()
+        # the run's logs (steps at which a metric the rules read was logged): `for` counts them
+        self._grid = np.empty(64, np.int64)
+        self._grid_n = 0
         self.tag_last: dict[str, int] = {}
         self.restarts: list[int] = []
         self.last_step: int | None = None
         self.state = {r.code: _RuleState() for r in self.rules}
         self.by_code = {r.code: r for r in self.rules}
         self.whole = {r.code for r in self.rules if rule_lookback(r) is None}
-        self._before: dict[str, int] = {}
         self.pending: dict[str, int] = {}  # whole-history rule -> the first step to judge
         self.due = 0.0
 
@@ -257,6 +259,7 @@ class Evaluator:
         if sel.any():
             scales = self.info.scales if self.info is not None else {}
             c, st, v = mcodes[sel], step[sel], rows["value"].to_numpy(dtype=float)[sel]
+            self._add_logs(st)
             order = np.lexsort((st, c))  # by metric, then step; write order kept within a step
             c, st, v = c[order], st[order], v[order]
             # the last write of a (metric, step) wins
@@ -287,6 +290,28 @@ class Evaluator:
         changes += self.tick()
         self._trim()
         return changes
+
+    def _add_logs(self, steps: np.ndarray) -> None:
+        """Merge steps into the run's logs: appended in place when they come after the last
+        (a followed run), a sorted union otherwise (a restart re-logs lower steps)."""
+        new = np.unique(steps)
+        n = self._grid_n
+        if n and new.size and new[0] <= self._grid[n - 1]:
+            merged = np.union1d(self._grid[:n], new)
+            self._grid = np.empty(max(64, 2 * merged.size), np.int64)
+            self._grid[: merged.size] = merged
+            self._grid_n = merged.size
+            return
+        if n + new.size > self._grid.size:
+            grown = np.empty(max(2 * self._grid.size, n + new.size), np.int64)
+            grown[:n] = self._grid[:n]
+            self._grid = grown
+        self._grid[n : n + new.size] = new
+        self._grid_n = n + new.size
+
+    def run_logs(self) -> np.ndarray:
+        """The steps of the run's logs so far, ascending (a view: valid until the next update)."""
+        return self._grid[: self._grid_n]
 
     def _grow_head(self, m: str, s: np.ndarray, v: np.ndarray) -> None:
         n = self.head_n[m]
@@ -359,10 +384,6 @@ class Evaluator:
             else:  # bounded rules: only what they look back on, even of a fully kept metric
                 lo = col.start(i, self.bounded.get(m, MARGIN))
             parts[m] = (col.steps[lo:], col.values[lo:])
-            # finite values of the run before this window (short-run rules count a run's logs)
-            self._before[m] = getattr(col, "n_dropped", 0) + int(
-                np.count_nonzero(np.isfinite(col.values[:lo]))
-            )
             if lo > 0 and m in self.head_n:
                 cut = True  # the window starts after the run's first values
         union = (
@@ -397,6 +418,7 @@ class Evaluator:
             tags=info.metrics if info is not None else None,
             wall=wall,
             early=early,
+            grid=self.run_logs(),
         )
 
     def _early(self) -> pd.DataFrame:
@@ -474,10 +496,10 @@ class Evaluator:
     def _merge(self, rule: Rule, st: _RuleState, sig: Any, cutoff: int) -> None:
         mask = sig.mask
         steps = sig.steps
-        held = _held(mask)
-        # the same minimum evidence as diagnose: counted over the run's logs, not the window
-        gone = max((self._before.get(m, 0) for m in sig.metrics), default=0)
-        active = held >= short_run_for(rule.for_, np.arange(mask.size) + gone)
+        # as diagnose: a hold and the short-run minimum evidence count the run's logs (all of
+        # them are kept, as steps), not the window's points
+        held, position = held_in_logs(mask, steps, self.run_logs())
+        active = held >= short_run_for(rule.for_, position)
         idx = np.arange(mask.size)
         last_active = np.maximum.accumulate(np.where(active, idx, -(10**9)))
         firing = idx - last_active <= rule.keep_firing_for
@@ -647,4 +669,5 @@ class Evaluator:
             for a in (c.steps, c.values)
         }
         arrays.update({id(a): a.nbytes for h in self.heads.values() for a in h})
+        arrays[id(self._grid)] = self._grid.nbytes
         return sum(arrays.values())
