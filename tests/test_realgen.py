@@ -103,9 +103,9 @@ def test_heldout_generation_is_separate_and_balanced():
         assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} held-out runs broken"
 
 
-@pytest.mark.parametrize("k", [2, 3, 4, 5, 6])
+@pytest.mark.parametrize("k", [2, 3, 4, 5, 6, 7])
 def test_later_heldout_generations_are_separate_and_balanced(k: int):
-    """Each later held-out batch (ho2-* .. ho6-*) uses seeds no earlier run used, is split
+    """Each later held-out batch (ho2-* .. ho7-*) uses seeds no earlier run used, is split
     healthy/broken, and falls in its own evaluation set, none other."""
     import evaluate
     import make_runs
@@ -118,6 +118,7 @@ def test_later_heldout_generations_are_separate_and_balanced(k: int):
         make_runs.heldout4_specs(),
         make_runs.heldout5_specs(),
         make_runs.heldout6_specs(),
+        make_runs.heldout7_specs(),
     ]
     earlier = [sp for batch in batches[:k] for sp in batch]
     held = batches[k]
@@ -125,7 +126,16 @@ def test_later_heldout_generations_are_separate_and_balanced(k: int):
     prefix = f"ho{k}-"
     assert names and all(n.startswith(prefix) for n in names) and len(set(names)) == len(names)
     assert not {sp.seed for sp in held} & {sp.seed for sp in earlier}
-    sets = ("tuned", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6")
+    sets = (
+        "tuned",
+        "heldout",
+        "heldout2",
+        "heldout3",
+        "heldout4",
+        "heldout5",
+        "heldout6",
+        "heldout7",
+    )
     for n in names:
         assert [w for w in sets if evaluate.in_set(n, w)] == [f"heldout{k}"]
     made = [n for n in names if n in LABELS]
@@ -134,8 +144,13 @@ def test_later_heldout_generations_are_separate_and_balanced(k: int):
         assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} {prefix}* runs broken"
 
 
+PENDING_FIRST_MEASUREMENT = ("ho7-",)  # labelled and committed; rlwatch not yet run on them
+
+
 def _case(name: str):
     marks = []
+    if name.startswith(PENDING_FIRST_MEASUREMENT):
+        marks.append(pytest.mark.skip(reason="held-out run awaiting its first measurement"))
     if name in KNOWN_WRONG:
         marks.append(pytest.mark.xfail(strict=True, reason=KNOWN_WRONG[name] or "known wrong"))
     return pytest.param(name, marks=marks, id=name)
