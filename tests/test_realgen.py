@@ -144,13 +144,8 @@ def test_later_heldout_generations_are_separate_and_balanced(k: int):
         assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} {prefix}* runs broken"
 
 
-PENDING_FIRST_MEASUREMENT = ("ho7-",)  # labelled and committed; rlwatch not yet run on them
-
-
 def _case(name: str):
     marks = []
-    if name.startswith(PENDING_FIRST_MEASUREMENT):
-        marks.append(pytest.mark.skip(reason="held-out run awaiting its first measurement"))
     if name in KNOWN_WRONG:
         marks.append(pytest.mark.xfail(strict=True, reason=KNOWN_WRONG[name] or "known wrong"))
     return pytest.param(name, marks=marks, id=name)
