@@ -844,6 +844,37 @@ class Within(Node):
         return Signal(inner.steps, mask, inner.observed, inner.peak, inner.peak_max, inner.metrics)
 
 
+@kind("unless_logged")
+@dataclass(frozen=True)
+class UnlessLogged(Node):
+    """The inner condition, at the steps before `metric` is first logged: once the run logs
+    a better judge, it replaces this one. A reward model evaluated on held-out pairs is judged
+    by them from its first evaluation on, not by its noisy training batches (RM01). Causal: a
+    step is judged by what was logged up to it, so `tail` and `diagnose` agree.
+
+    >>> when = "unless_logged: {metric: val_score, of: {threshold: {metric: loss, above: 1}}}"
+    >>> state(when, loss="2 2 2 2")
+    'firing'
+    >>> state(when, loss="2 2 2 2", val_score="_ _ 0.9 _")
+    'ok'
+    """
+
+    of: Node = param("cond", doc="the inner condition")  # noqa: RUF009
+    metric: str = param("metric", doc="the metric whose first log ends the inner condition")
+
+    def head(self) -> int:
+        return max(1, self.of.head())
+
+    def signal(self, ctx: Context) -> Signal:
+        inner = evaluate(ctx, self.of)
+        try:
+            first = ctx.first_step([self.metric])
+        except Skip:  # not logged (yet): the inner condition alone
+            return inner
+        mask = inner.mask & (inner.steps < first)
+        return Signal(inner.steps, mask, inner.observed, inner.peak, inner.peak_max, inner.metrics)
+
+
 @kind("off_best", observed=("value", "level", "best", "change", "z"), one_of=("drop", "rise"))
 @dataclass(frozen=True)
 class OffBest(Node):

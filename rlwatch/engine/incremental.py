@@ -62,6 +62,8 @@ def _head_of(node: Node) -> dict[str, int]:
         if n.KIND == "within":  # the run's first step of its metrics
             for m in n.metrics():
                 out[m] = max(out.get(m, 0), 1)
+        if n.KIND == "unless_logged":  # the run's first step of the better judge
+            out[n.metric] = max(out.get(n.metric, 0), 1)
         if not any(True for _ in n.children()) and n.head() > 0:
             for m in n.metrics():
                 out[m] = max(out.get(m, 0), n.head())
