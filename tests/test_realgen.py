@@ -103,9 +103,9 @@ def test_heldout_generation_is_separate_and_balanced():
         assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} held-out runs broken"
 
 
-@pytest.mark.parametrize("k", [2, 3, 4, 5, 6, 7])
+@pytest.mark.parametrize("k", [2, 3, 4, 5, 6, 7, 8])
 def test_later_heldout_generations_are_separate_and_balanced(k: int):
-    """Each later held-out batch (ho2-* .. ho7-*) uses seeds no earlier run used, is split
+    """Each later held-out batch (ho2-* .. ho8-*) uses seeds no earlier run used, is split
     healthy/broken, and falls in its own evaluation set, none other."""
     import evaluate
     import make_runs
@@ -119,6 +119,7 @@ def test_later_heldout_generations_are_separate_and_balanced(k: int):
         make_runs.heldout5_specs(),
         make_runs.heldout6_specs(),
         make_runs.heldout7_specs(),
+        make_runs.heldout8_specs(),
     ]
     earlier = [sp for batch in batches[:k] for sp in batch]
     held = batches[k]
@@ -135,8 +136,13 @@ def test_later_heldout_generations_are_separate_and_balanced(k: int):
         assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} {prefix}* runs broken"
 
 
+PENDING_FIRST_MEASUREMENT = ("ho8-",)  # labelled and committed; rlwatch not yet run on them
+
+
 def _case(name: str):
     marks = []
+    if name.startswith(PENDING_FIRST_MEASUREMENT):
+        marks.append(pytest.mark.skip(reason="held-out run awaiting its first measurement"))
     if name in KNOWN_WRONG:
         marks.append(pytest.mark.xfail(strict=True, reason=KNOWN_WRONG[name] or "known wrong"))
     return pytest.param(name, marks=marks, id=name)
