@@ -41,6 +41,7 @@ KINDS = [
     "verl_jsonl",
     "trainer_state",
     "pydicts",
+    "pydicts_cut",
     "wandb",
     "rules",
     "config",
@@ -133,6 +134,9 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
         for s in range(1, steps + 1)
     )
     seeds["pydicts"] = ("grpo.log", dicts.encode())
+    # the same console as a terminal capture: rows cut at a pane's width, trailing spaces gone
+    rows = [ln[i : i + 57].rstrip(" ") for ln in dicts.splitlines() for i in range(0, len(ln), 57)]
+    seeds["pydicts_cut"] = ("capture.log", ("\n".join(rows) + "\n").encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])

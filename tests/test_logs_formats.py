@@ -71,6 +71,102 @@ def test_transformers_console_with_every_float_printed_as_a_string(tmp_path: Pat
     assert info.hparams["summary/train_runtime"] == 12.5
 
 
+def _printed_logs(n: int) -> list[str]:
+    """TRL GRPO logs as transformers' PrinterCallback prints them (str of the logs dict)."""
+    from transformers import TrainingArguments
+    from transformers.trainer_callback import PrinterCallback, TrainerControl, TrainerState
+
+    args = TrainingArguments(output_dir="/tmp/rlwatch-unused", report_to=[])
+    state, control, out = TrainerState(), TrainerControl(), io.StringIO()
+    with redirect_stdout(out):
+        for i in range(1, n + 1):
+            logs_ = {
+                "loss": 0.0578 - 0.01 * i,
+                "grad_norm": 5.026931285858154 / i,
+                "learning_rate": 5e-07,
+                "completions/mean_length": 212.6875 + i,
+                "completions/clipped_ratio": 0.03125 * i,
+                "rewards/xmlcount_reward_func/mean": 0.12674999609589577 * i,
+                "reward": 0.15799999982118607 + 0.1 * i,
+                "reward_std": 0.21001071110367775,
+                "kl": 0.0004943923449900467 * i,
+                "entropy": 1.0277012687176466 / i,
+                "epoch": 0.01 * i,
+            }
+            state.global_step = i
+            PrinterCallback().on_log(args, state, control, logs=logs_)
+    return out.getvalue().splitlines()
+
+
+def _cut_at(width: int, line: str) -> list[str]:
+    """A line as a terminal capture shows it on a pane `width` columns wide (`tmux
+    capture-pane` without -J, `screen` hardcopy): cut every `width` characters."""
+    return [line[i : i + width] for i in range(0, max(len(line), 1), width)]
+
+
+def test_a_terminal_capture_cut_at_the_pane_width(tmp_path: Path) -> None:
+    """Printed dicts cut into rows of a pane's width (a tmux capture of a TRL run; the first
+    dict after a tqdm bar on the same row) are joined back and read exactly as the uncut log,
+    whatever the width: also where a cut falls inside the opening `{'loss'` or a number."""
+    printed = _printed_logs(6)
+    bar = "  5%|██▍                   | 1/20 [05:56<1:52:59, 356.80s/it]"
+    whole = [bar + printed[0], *printed[1:]]
+    (tmp_path / "whole.log").write_text("\n".join(whole) + "\n")
+    expected = _rows(logs.load_file(tmp_path / "whole.log"))
+    assert len(expected) == 6 * 11
+    opening = len(bar) + len("{'lo")  # a width that cuts the first dict's opening key
+    for width in (opening, 17, 80, 120, 208):
+        f = tmp_path / f"capture-{width}.log"
+        f.write_text("\n".join(row for line in whole for row in _cut_at(width, line)) + "\n")
+        frame = logs.load_file(f)
+        (info,) = frame.runs.values()
+        assert info.source == "python-dicts", width
+        assert _rows(frame) == expected, width
+        assert not info.warnings, width
+
+
+def test_pretty_printed_dicts_and_dicts_cut_off(tmp_path: Path) -> None:
+    """pprint's one key per line is joined back; a dict cut off by a crash before its end is
+    counted and named, and the dict after it is still read; so is one cut by the end of the
+    file (a capture taken mid-print)."""
+    import pprint
+
+    f = tmp_path / "train.log"
+    body = pprint.pformat({"loss": 0.5, "grad_norm": 1.25, "reward": 0.75}, width=30)
+    assert body.count("\n") == 2  # the shape this test is about
+    f.write_text(
+        body + "\n"
+        "{'loss': 0.4, 'grad_norm': 1.5, 'rew\n"  # cut off: the next dict starts
+        "Traceback (most recent call last):\n"
+        "{'loss': 0.3, 'grad_norm': 1.0, 'reward': 0.8}\n"
+        "{'loss': 0.2, 'grad_norm'\n"  # cut by the end of the capture
+    )
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    rows = _rows(frame)
+    assert rows == {
+        ("loss", 1): 0.5, ("grad_norm", 1): 1.25, ("reward", 1): 0.75,
+        ("loss", 2): 0.3, ("grad_norm", 2): 1.0, ("reward", 2): 0.8,
+    }  # fmt: skip
+    assert any("1 printed dicts cut off before their end" in w for w in info.warnings)
+    assert any("1 printed dicts cut off at the end of the file" in w for w in info.warnings)
+
+
+def test_a_followed_capture_joins_a_dict_split_between_polls(tmp_path: Path) -> None:
+    f = tmp_path / "capture.log"
+    rows = [row for line in _printed_logs(2) for row in _cut_at(50, line)]
+    half = len(rows) // 2 + 1  # inside the second dict
+    f.write_text("\n".join(rows[:half]) + "\n")
+    follower = logs.Follower(f)
+    first = follower.poll()
+    assert sorted(set(first.data["step"])) == [1]
+    with open(f, "a") as fh:
+        fh.write("\n".join(rows[half:]) + "\n")
+    second = follower.poll()
+    assert sorted(set(second.data["step"])) == [2]
+    assert len(second.data) == 11
+
+
 def test_a_json_array_of_log_history_rows(tmp_path: Path) -> None:
     rows = [
         {"loss": 0.5 - i / 100, "grad_norm": 1.0, "epoch": i / 10, "step": i} for i in range(1, 9)

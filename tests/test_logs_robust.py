@@ -276,3 +276,50 @@ def test_reader_warnings_go_to_stderr_in_every_format(tmp_path: Path, fmt: str) 
         assert any("last line incomplete" in w for w in run["warnings"])
     elif fmt == "text":
         assert "last line incomplete" not in r.stdout
+
+
+_KEY = st.from_regex(r"[a-z][a-z_/]{0,24}", fullmatch=True)
+_VALUE = st.one_of(
+    st.floats(),
+    st.integers(-(10**9), 10**9),
+    st.floats(-1e6, 1e6).map(lambda v: f"{v:.4g}"),  # newer transformers print strings
+)
+
+
+def _read(text: str) -> object:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "train.log"
+        f.write_text(text)
+        try:
+            frame = logs.load_file(f)
+        except SourceError as exc:
+            return ("error", str(exc).split(": ", 1)[1])
+    (info,) = frame.runs.values()
+    rows = sorted((r.tag, r.step, repr(r.value)) for r in frame.data.itertuples())
+    return info.source, rows, sorted(info.warnings)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(
+    dicts=st.lists(st.dictionaries(_KEY, _VALUE, min_size=1, max_size=10), min_size=1, max_size=6),
+    noise=st.lists(st.sampled_from(["", "Map: 100%|####| 7473/7473", "INFO: saving ckpt"])),
+    width=st.integers(1, 300),
+    trim=st.booleans(),
+)
+def test_printed_dicts_cut_at_any_width_read_as_the_uncut_log(
+    dicts: list[dict[str, object]], noise: list[str], width: int, trim: bool
+) -> None:
+    """A console of printed dicts, with other lines between them, cut into rows of any pane
+    width (a terminal capture; `trim`: each row's trailing spaces dropped, as `tmux
+    capture-pane` does without -N): the same rows, source and warnings as the uncut log."""
+    lines = []
+    for i, d in enumerate(dicts):
+        lines += noise[i : i + 1]
+        lines.append(str(d))
+    cut = [line[i : i + width] for line in lines for i in range(0, max(len(line), 1), width)]
+    if trim:
+        cut = [row.rstrip(" ") for row in cut]
+    whole, rows = _read("\n".join(lines) + "\n"), _read("\n".join(cut) + "\n")
+    assert rows == whole

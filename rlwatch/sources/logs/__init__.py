@@ -73,6 +73,8 @@ def sniff(path: Path, head: str | None = None) -> str:
             return fmt
     if any(_text.find_dict(_verl.ANSI.sub("", ln)) for ln in lines if "{'" in ln):
         return "python-dicts"
+    if any("{" in ln for ln in lines) and _text.sniff_wrapped_dicts(head.splitlines()[:4000]):
+        return "python-dicts"
     if _text.sniff_kv(lines):
         return "kv-pairs"
     first, *rest = FORMATS

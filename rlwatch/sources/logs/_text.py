@@ -25,21 +25,34 @@ DICT_START = re.compile(r"\{'[^'\n]{1,200}': ")
 NOT_METRICS = re.compile(r"(?:[\w)\]]:\s+|=\s*|[(,]\s*|\.{3,}\s*)$")
 
 
-def find_dict(line: str) -> str | None:
-    """The printed dict on a console line: a line of its own (after any tqdm bar, carriage
-    return, ANSI colour or logging prefix), never the value of a `label: {...}`."""
+def _dict_start(line: str) -> int:
+    """Where the line's printed dict starts (after any tqdm bar, carriage return, ANSI colour or
+    logging prefix), or -1: none, or the value of a `label: {...}`."""
     m = DICT_START.search(line)
     if not m:
-        return None
-    end = line.rfind("}")
-    if end < m.start():
-        return None
+        return -1
     head = line[: m.start()]
     if "\r" in head:
         head = head[head.rfind("\r") + 1 :]
-    if NOT_METRICS.search(head[-100:]):
+    return -1 if NOT_METRICS.search(head[-100:]) else m.start()
+
+
+def find_dict(line: str) -> str | None:
+    """The printed dict on a console line: a line of its own, never the value of a
+    `label: {...}`."""
+    start = _dict_start(line)
+    if start < 0:
         return None
-    return line[m.start() : end + 1]
+    end = line.rfind("}")
+    return line[start : end + 1] if end > start else None
+
+
+# the opening of a printed dict cut by the end of a line: `{`, `{'los`, `{'loss'`, `{'loss':`
+OPEN_TAIL = re.compile(r"\{(?:'[^'\n]{0,200}(?:':?)?)?\Z")
+# ... and the opening once joined to the next line (a capture trims a row's trailing spaces)
+DICT_JOINED = re.compile(r"\{'[^'\n]{1,200}': ?")
+MAX_WRAPPED = 1 << 20  # a printed dict wrapped over lines is joined up to this many characters
+MAX_WRAPPED_LINES = 4000
 
 
 EVAL_PREFIXES = ("eval_", "test_")
@@ -47,7 +60,10 @@ EVAL_PREFIXES = ("eval_", "test_")
 
 class PythonDicts:
     """Dicts printed by transformers' ProgressCallback/PrinterCallback (newer versions print
-    every float as a string: {'loss': '0.03797', 'epoch': '0.05'}); tqdm bars in between."""
+    every float as a string: {'loss': '0.03797', 'epoch': '0.05'}); tqdm bars in between. A
+    dict wrapped over several lines -- a terminal capture cut at the pane's width (`tmux
+    capture-pane`, `screen` hardcopy, a copied terminal), or pprint's one key per line -- is
+    joined back: its lines up to the one holding its `}`, with nothing put between them."""
 
     fmt = "python-dicts"
 
@@ -55,16 +71,76 @@ class PythonDicts:
         self.cols = cols
         self.ordinal = 0
         self.ordinal_steps = False
+        self.pending: list[str] | None = None  # the lines so far of a dict wrapped over lines
+        self.pending_size = 0
+        self.tentative = False  # the pending text is only the opening `{'lo` of a line's end
 
     def feed(self, text: str, lineno: int = 0) -> None:
-        if "{'" not in text:
+        if self.pending is None and "{" not in text:
             return
         if "\x1b" in text:
             text = ANSI.sub("", text)
         for line in lines(text):
-            body = find_dict(line) if "{'" in line else None
-            if body is not None:
-                self.record(body)
+            if self.pending is not None:
+                self._more(line)
+            elif "{" in line:
+                self._line(line)
+
+    def _line(self, line: str) -> None:
+        """A line outside any dict: a whole dict, the start of a wrapped one, or neither."""
+        start = _dict_start(line) if "{'" in line else -1
+        if start >= 0:
+            end = line.rfind("}")
+            if end > start:
+                self.record(line[start : end + 1])
+            else:
+                self._open(line[start:], tentative=False)
+            return
+        m = OPEN_TAIL.search(line, max(0, len(line) - 210))
+        if m and _dict_start(line[: m.start()] + "{'k': ") == m.start():
+            self._open(m.group(), tentative=True)
+
+    def _open(self, text: str, tentative: bool) -> None:
+        self.pending, self.pending_size, self.tentative = [text], len(text), tentative
+
+    def _more(self, line: str) -> None:
+        """The next line while a dict is open: more of it, its end, or the sign it was not one."""
+        pending = self.pending
+        assert pending is not None
+        if self.tentative:  # a line ended in `{'lo`: a dict only if the next lines go on with it
+            self.pending = None
+            joined = pending[0] + line
+            if DICT_JOINED.match(joined):
+                self._open(pending[0], tentative=False)
+                self._more(line)
+            elif OPEN_TAIL.fullmatch(joined):  # still only the opening (a very narrow pane)
+                self._open(joined, tentative=True)
+            elif "{" in line:
+                self._line(line)
+            return
+        end = line.find("}")
+        if (_dict_start(line) >= 0 and (end < 0 or DICT_START.search(line, 0, end))) or (
+            end < 0 and OPEN_TAIL.search(line, max(0, len(line) - 210))
+        ):
+            # a new dict starts before this one closed: this one was cut off (a crash, a
+            # truncated print); counted, and the line read on its own
+            self.pending = None
+            self.cols.skip("printed dicts cut off before their end")
+            self._line(line)
+            return
+        if end < 0:
+            pending.append(line)
+            self.pending_size += len(line)
+            if self.pending_size > MAX_WRAPPED or len(pending) > MAX_WRAPPED_LINES:
+                self.pending = None
+                self.cols.skip("printed dicts that never closed")
+            return
+        self.pending = None
+        pending.append(line[: end + 1])
+        self.record("".join(pending))
+        rest = line[end + 1 :]
+        if "{" in rest:
+            self._line(rest)
 
     def record(self, body: str) -> None:
         cols = self.cols
@@ -87,8 +163,19 @@ class PythonDicts:
         cols.add_mapping(step, d, strings=True)
 
     def finish(self) -> None:
+        if self.pending is not None and not self.tentative:
+            self.cols.skip("printed dicts cut off at the end of the file")
+        self.pending = None
         if self.ordinal_steps:
             self.cols.facts["steps"] = "log ordinals (the printed dicts carry no step)"
+
+
+def sniff_wrapped_dicts(lines: list[str]) -> bool:
+    """Printed dicts wrapped over lines (a terminal capture cut at the pane's width, pprint)
+    that read as metrics: the reader itself decides, on the file's head."""
+    cols = Cols()
+    PythonDicts(cols).feed("\n".join(lines) + "\n")
+    return len(cols) > 0
 
 
 def _fact(v: Any) -> Any:
