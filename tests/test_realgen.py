@@ -40,6 +40,52 @@ def test_tiny_tokenizer_and_models_are_local_and_consistent():
     assert tiny.constant_reward(["p", "q"], ["a", "b"]) == [1.0, 1.0]
 
 
+# sha256 of world a's corpus, prompts and pairs as tiny.py made them before there were worlds
+WORLD_A_DATA = "bb5cebfed8221f0593dac45f3fe2672d485cd0e008ae797539195dfb4e2e0726"
+
+
+def test_tiny_world_b_is_another_world_and_world_a_is_unchanged():
+    """World b (the ho9-* runs) has its own vocabulary, task, architecture and rewards; the
+    default world a still makes the same data as every earlier run was made from."""
+    pytest.importorskip("transformers")
+    import hashlib
+    import json
+
+    import tiny
+
+    tiny.offline_env()
+    a = json.dumps(
+        [
+            tiny.corpus(50, seed=3),
+            tiny.prompt_dataset(16, seed=3)["prompt"][:],
+            tiny.preference_dataset(16, seed=3, flip=0.3, hard=True).to_dict(),
+        ]
+    )
+    assert hashlib.sha256(a.encode()).hexdigest() == WORLD_A_DATA
+    assert type(tiny.build_lm(tiny.build_tokenizer(), seed=0)).__name__ == "LlamaForCausalLM"
+    tok = tiny.build_tokenizer(world="b")
+    assert len(tok) == len(tiny.WORDS_B) + 5 and len(set(tiny.WORDS_B)) == 240
+    assert not set(tiny.WORDS_B) & set(tiny.WORDS)
+    lm = tiny.build_lm(tok, seed=0, world="b")
+    assert type(lm).__name__ == "GPT2LMHeadModel" and lm.config.vocab_size == len(tok)
+    assert (lm.config.n_layer, lm.config.n_embd) == (3, 48)
+    assert lm.config.pad_token_id == tok.pad_token_id != tok.eos_token_id
+    rm = tiny.build_reward_model(tok, seed=0, world="b")
+    assert type(rm).__name__ == "GPT2ForSequenceClassification" and rm.config.num_labels == 1
+    prompts = tiny.prompt_dataset(8, seed=1, world="b")["prompt"]
+    assert all(p.startswith("continue : ") and 3 <= len(p.split()) - 2 <= 5 for p in prompts)
+    assert tok.decode(tok(prompts[0])["input_ids"]) == prompts[0]
+    pairs = tiny.preference_dataset(40, seed=1, world="b")
+    ok = tiny.chain_reward(pairs["prompt"], pairs["chosen"])
+    bad = tiny.chain_reward(pairs["prompt"], pairs["rejected"])
+    assert min(ok) == 1.0 and max(bad) < 1.0 and min(bad) >= -1.0
+    assert tiny.successor_reward(pairs["prompt"], pairs["chosen"]) == [0.0] * 40  # not world a's
+    recall = tiny.recall_reward(2)(pairs["prompt"], pairs["chosen"])
+    assert recall == [1.0] * 40
+    assert tiny.brevity_reward(3)(["p", "p"], ["kamu", "a b c d"]) == [1.0, 0.0]
+    assert tiny.distinct_reward(["p"], ["a b a c"]) == [0.75]
+
+
 # ---- the corpus and its labels ---------------------------------------------------------------
 
 RUNS = REALGEN / "runs"
@@ -103,9 +149,9 @@ def test_heldout_generation_is_separate_and_balanced():
         assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} held-out runs broken"
 
 
-@pytest.mark.parametrize("k", [2, 3, 4, 5, 6, 7, 8])
+@pytest.mark.parametrize("k", [2, 3, 4, 5, 6, 7, 8, 9])
 def test_later_heldout_generations_are_separate_and_balanced(k: int):
-    """Each later held-out batch (ho2-* .. ho8-*) uses seeds no earlier run used, is split
+    """Each later held-out batch (ho2-* .. ho9-*) uses seeds no earlier run used, is split
     healthy/broken, and falls in its own evaluation set, none other."""
     import evaluate
     import make_runs
@@ -120,6 +166,7 @@ def test_later_heldout_generations_are_separate_and_balanced(k: int):
         make_runs.heldout6_specs(),
         make_runs.heldout7_specs(),
         make_runs.heldout8_specs(),
+        make_runs.heldout9_specs(),
     ]
     earlier = [sp for batch in batches[:k] for sp in batch]
     held = batches[k]
@@ -136,7 +183,7 @@ def test_later_heldout_generations_are_separate_and_balanced(k: int):
         assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} {prefix}* runs broken"
 
 
-PENDING_FIRST_MEASUREMENT: tuple[str, ...] = ()  # batches labelled, not yet measured (ho8-: done)
+PENDING_FIRST_MEASUREMENT: tuple[str, ...] = ("ho9-",)  # labelled, not yet measured (ho8-: done)
 
 
 def _case(name: str):
