@@ -169,6 +169,50 @@ def _partial_warning(p: Path, blocks: Blocks) -> list[str]:
     return out
 
 
+def _read_json_lines(p: Path, parser: _json.JsonLines, blocks: Blocks) -> Blocks:
+    """JSON lines a block at a time; a large verl/flat JSONL file's tail is read by Arrow in a
+    second thread meanwhile, and taken when this read reaches it and it is provably what this
+    read gives (_json.plain_region); otherwise this read goes on as if there were no tail."""
+    import sys
+
+    start = None
+    if parser.fmt in ("verl-jsonl", "jsonl"):
+        start = _json.tail_start(p, p.stat().st_size, blocks.block)
+    if start is None:
+        for lines in blocks.line_lists():
+            parser.feed_lines(lines, blocks.lineno)
+        return blocks
+    # the worker needs the GIL back after each of its numpy/Arrow calls: hand it over sooner
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(interval, 0.0005))
+    parser.threaded = True
+    try:
+        tail = _json.ArrowTail(p, parser.fmt, start)
+        reads = blocks.line_lists()
+        for lines in reads:
+            parser.feed_lines(lines, blocks.lineno)
+            if blocks.offset >= start:
+                break
+        region = tail.result()  # the thread ends here, whatever becomes of its tail
+        if blocks.offset != start:  # the file changed under this read: no tail
+            region = None
+    finally:
+        sys.setswitchinterval(interval)
+        parser.threaded = False
+    if region is None:  # as if there were no tail: the same reader goes on
+        for lines in reads:
+            parser.feed_lines(lines, blocks.lineno)
+        return blocks
+    reads.close()
+    parser.add_region(region)
+    rest = Blocks(p, offset=region.end, binary=True)
+    rest.lineno = blocks.lineno + len(lines) + region.nlines
+    rest.long_lines = blocks.long_lines
+    for more in rest.line_lists():
+        parser.feed_lines(more, rest.lineno)
+    return rest
+
+
 def load_file(path: str | os.PathLike[str], fmt: str | None = None) -> RunFrame:
     """Read one log file (format sniffed unless given), streaming it a block at a time."""
     p = Path(path)
@@ -182,8 +226,7 @@ def load_file(path: str | os.PathLike[str], fmt: str | None = None) -> RunFrame:
             parser = _line_parser(fmt, cols)
             blocks = Blocks(p, binary=isinstance(parser, _json.JsonLines))
             if isinstance(parser, _json.JsonLines):
-                for lines in blocks.line_lists():
-                    parser.feed_lines(lines, blocks.lineno)
+                blocks = _read_json_lines(p, parser, blocks)
             else:
                 for text in blocks:
                     parser.feed(text, blocks.lineno)

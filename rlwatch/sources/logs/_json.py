@@ -22,6 +22,7 @@ import numpy as np
 
 from rlwatch.errors import SourceError
 from rlwatch.sources._rows import STEP_KEYS
+from rlwatch.sources.logs import _cols
 from rlwatch.sources.logs._cols import Cols, _system_pool
 
 try:  # optional: 3-5x faster JSON parsing; json is the fallback
@@ -84,6 +85,7 @@ class JsonLines:
         self.steps: list[int] = []
         self.datas: list[dict[str, Any]] = []
         self.fast_types = NUMERIC | ({type(None)} if self.none == "nan" else set())
+        self.threaded = False  # a second thread reads the file's tail meanwhile
 
     def feed_lines(self, lines: list[bytes], lineno: int = 1) -> None:
         """A block's complete lines (without their newlines). Plain blocks -- every line a
@@ -102,7 +104,12 @@ class JsonLines:
         plain numbers for values. Nothing is added unless the whole block qualifies."""
         if not lines:
             return True
-        objs = list(map(_fast_loads, lines))  # orjson.JSONDecodeError is a ValueError
+        if self.threaded:  # short C calls: a second thread waiting for the GIL gets it soon
+            objs = []
+            for i in range(0, len(lines), 16):
+                objs += map(_fast_loads, lines[i : i + 16])
+        else:
+            objs = list(map(_fast_loads, lines))  # orjson.JSONDecodeError is a ValueError
         if set(map(type, objs)) != {dict}:
             return False
         if self.fmt == "verl-jsonl":
@@ -164,6 +171,14 @@ class JsonLines:
             n, k = vals.shape
             cols.add_arrays(np.tile(codes, n), np.repeat(st, k), vals.reshape(-1))
         return True
+
+    def add_region(self, region: Region) -> None:
+        """A region's rows (_json.plain_region), after the rows read so far."""
+        self.flush()
+        cols = self.cols
+        codes = np.array([cols.code(k) for k in region.names], np.int32)
+        n, k = region.values.shape
+        cols.add_arrays(np.tile(codes, n), np.repeat(region.steps, k), region.values.reshape(-1))
 
     def feed(self, text: str | bytes, lineno: int = 1) -> None:
         if isinstance(text, bytes):
@@ -630,3 +645,230 @@ def sniff_line(obj: Any) -> str | None:
     if any(_is_num(obj.get(k)) for k in STEP_KEYS):
         return "jsonl"
     return None
+
+
+# -- a file's plain tail read by Arrow in a second thread ---------------------------------
+THREADED_MIN = 16 << 20  # smaller files are read by one thread: the second one pays no more
+HEAD_SHARE = 0.7  # of the file read by orjson here; Arrow's reader and checks cost more a byte
+
+
+class Region:
+    """The rows of complete lines [start, end) of a file, as the line by line read gives them:
+    `names` in each record's key order, `values` one row per record (float64)."""
+
+    __slots__ = ("end", "names", "nlines", "start", "steps", "values")
+
+    def __init__(
+        self, start: int, end: int, nlines: int, names: list[str], steps: Any, values: Any
+    ):
+        self.start, self.end, self.nlines = start, end, nlines
+        self.names, self.steps, self.values = names, steps, values
+
+
+class ArrowTail:
+    """Reads a JSONL file from `start` (a line's start) to its last newline with Arrow's JSON
+    reader in a worker thread while this thread reads the head; `result()` is the Region, or
+    None when the tail is not provably plain (then it is read line by line as before)."""
+
+    def __init__(self, path: Any, fmt: str, start: int) -> None:
+        import threading
+
+        self.path, self.fmt, self.start = path, fmt, start
+        self.found: Any = None
+        self.end = 0
+        self.thread = threading.Thread(target=self._run, name="rlwatch-arrow-tail", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.start)
+                data = f.read()
+            end = data.rfind(b"\n") + 1
+            if end <= 0:
+                return
+            self.end = end
+            self.found = plain_region(data, end, self.fmt)
+        except Exception:  # any doubt: the tail is read line by line
+            self.found = None
+
+    def result(self) -> Region | None:
+        self.thread.join()
+        if self.found is None:
+            return None
+        nlines, names, steps, arrays = self.found
+        self.found = None
+        values = np.empty((nlines, len(names)), np.float64)
+        for j, arr in enumerate(arrays):
+            values[:, j] = arr.to_numpy()  # int64 -> float64: correctly rounded
+        # no NaN/inf (Arrow reads NaN/Infinity tokens) and no -0.0 (`-0`: orjson int 0)
+        if not np.isfinite(values).all() or np.signbit(values[values == 0]).any():
+            return None
+        return Region(self.start, self.start + self.end, nlines, names, steps, values)
+
+
+def tail_start(path: Any, size: int, block: int) -> int | None:
+    """Where a second thread's tail starts: a line start the line by line reader reaches after
+    a whole number of blocks (about HEAD_SHARE of the file), or None when one thread reads all:
+    a small file, one core, no idle core now (on a busy machine a second thread costs ~30%
+    more wall time: it takes a core's share from this one), no orjson/pyarrow."""
+    import os
+
+    if size < THREADED_MIN or _fast_loads is json.loads:
+        return None
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    if cores < 2 or _runnable() >= cores:  # no idle core now: a second thread only costs
+        return None
+    if _arrow_json() is None:
+        return None
+    nblocks = max(1, round(size * HEAD_SHARE / block))
+    at = nblocks * block
+    if at >= size:
+        return None
+    with open(path, "rb") as f:  # the head's last block ends at the last newline before `at`
+        f.seek(at - block)
+        window = f.read(block)
+    nl = window.rfind(b"\n")
+    return None if nl < 0 else at - block + nl + 1
+
+
+def _runnable() -> int:
+    """Threads runnable on the machine now, this one included (/proc/loadavg; elsewhere the
+    one-minute load average)."""
+    import os
+
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            return int(f.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        try:
+            return round(os.getloadavg()[0]) + 1
+        except OSError:  # pragma: no cover
+            return 1
+
+
+def plain_region(buf: bytes, n: int, fmt: str) -> tuple[int, list[str], Any, list[Any]] | None:
+    """Lines buf[:n] (complete, each a record) read by Arrow's JSON reader, when that provably
+    gives what the line by line read gives: every line a record with the first line's keys in
+    the first line's order (each once, no other), every value a number (no null, no escape),
+    an integer step >= 0. Returns (lines, metric names, steps, Arrow arrays of the metrics) or
+    None. The caller still checks the values (no NaN/inf, no -0.0)."""
+    if buf.find(b"\\", 0, n) >= 0:
+        return None
+    text = memoryview(buf)[:n]
+    first = _fast_loads(bytes(text[: buf.find(b"\n", 0, n)]))
+    shape = _first_shape(first, fmt)
+    if shape is None:
+        return None
+    seq, columns, step_key, (names, keys) = shape
+    pa, pj = _arrow_json()
+    try:
+        table = pj.read_json(
+            pa.py_buffer(text),
+            read_options=pj.ReadOptions(use_threads=False, block_size=1 << 25),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, OverflowError):
+        return None
+    nlines = buf.count(b"\n", 0, n)
+    if table.num_rows != nlines or table.column_names != columns:
+        return None
+    if fmt == "verl-jsonl":
+        data = table.column("data")
+        if not pa.types.is_struct(data.type) or data.null_count:
+            return None
+        if [f.name for f in data.type] != keys:
+            return None
+        fields = dict(zip(keys, data.combine_chunks().flatten(), strict=True))
+    else:
+        fields = {c: table.column(c).combine_chunks() for c in columns}
+    step_col = table.column(step_key)
+    if not pa.types.is_int64(step_col.type) or step_col.null_count:
+        return None
+    for a in fields.values():  # null: a JSON null or a key missing in a line
+        if not (pa.types.is_int64(a.type) or pa.types.is_float64(a.type)) or a.null_count:
+            return None
+    steps = step_col.to_numpy()
+    if not len(steps) or steps.min() < 0:
+        return None
+    if not _same_keys(buf, n, nlines, seq):
+        return None
+    return nlines, names, steps.astype(np.int64, copy=False), [fields[k] for k in names]
+
+
+def _first_shape(first: Any, fmt: str) -> Any:
+    """From the first record: every quoted string of a line in order, Arrow's columns, the
+    step column, and (metric names kept, the record's data keys)."""
+    if type(first) is not dict:
+        return None
+    if fmt == "verl-jsonl":
+        data = first.get("data")
+        if set(first) != {"step", "data"} or type(data) is not dict:
+            return None
+        if type(first["step"]) is not int:
+            return None
+        keys = list(data)
+        values = data.values()
+        seq = []
+        for k in first:
+            seq.append(k)
+            if k == "data":
+                seq += keys
+        step_key = "step"
+    else:
+        keys = list(first)
+        values = first.values()
+        seq = keys
+        step_key = next((k for k in STEP_KEYS if k in first), None)
+        if step_key is None or type(first[step_key]) is not int:
+            return None
+    if not set(map(type, values)) <= NUMERIC or len(set(seq)) != len(seq):
+        return None
+    names = [k for k in keys if k not in STEP_KEYS]
+    if not names:
+        return None
+    return seq, list(first), step_key, (names, keys)
+
+
+def _same_keys(buf: bytes, n: int, nlines: int, seq: list[str]) -> bool:
+    """Whether every line of buf[:n] holds exactly the quoted strings `seq` in this order (no
+    backslash in the text, so every `"` opens or closes a string): the same count of quotes in
+    each line, each string as long as the first line's and the same bytes, compared as
+    8-byte words that cover it (the first and last lines as bytes)."""
+    b = np.frombuffer(buf, np.uint8, count=n)
+    quotes = np.flatnonzero(b == 34)
+    per = 2 * len(seq)
+    if len(quotes) != per * nlines:
+        return False
+    newlines = np.flatnonzero(b == 10)
+    longest = np.diff(newlines, prepend=-1).max() - 1
+    if longest > _cols.MAX_LINE:  # the line reader skips such a line (Blocks._hold)
+        return False
+    q = quotes.reshape(nlines, per)
+    if not (q[1:, 0] > newlines[:-1]).all() or not (q[:, -1] < newlines).all():
+        return False  # each line holds exactly `per` quotes
+    starts, ends = q[:, 0::2] + 1, q[:, 1::2]
+    lens = ends[0] - starts[0]
+    if not ((ends - starts) == lens).all():
+        return False
+    want = [k.encode() for k in seq]
+    for line in (0, nlines - 1):  # the last line's words could run past the text: as bytes
+        if [buf[s:e] for s, e in zip(starts[line], ends[line], strict=True)] != want:
+            return False
+    starts = starts[:-1]
+    if len(starts) < 2:
+        return True
+    words = np.ndarray((len(buf) - 7,), "<u8", buffer=buf, strides=(1,))
+    low = (np.uint64(1) << (np.minimum(lens, 7).astype(np.uint64) * np.uint64(8))) - np.uint64(1)
+    mask = np.where(lens < 8, low, np.uint64(0xFFFFFFFFFFFFFFFF)).astype(np.uint64)
+    last = np.maximum(lens - 8, 0)
+    try:
+        for i in range(0, int(lens.max(initial=0)), 8) or [0]:
+            w = words[starts + np.minimum(i, last)]  # a short key: its bytes only (mask)
+            if not (((w ^ w[0]) & mask) == 0).all():
+                return False
+    except IndexError:
+        return False
+    return True
