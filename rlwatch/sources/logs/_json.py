@@ -5,7 +5,9 @@ array of log_history-style rows).
 Line formats are read a block at a time with orjson when it is installed (json otherwise, and
 for the lines orjson refuses: NaN/Infinity tokens, integers beyond 64 bits). Records of the same
 shape (the same keys in the same order) resolve their keys to tag codes once and put their
-values straight into a float array.
+values straight into a float array. A large verl/flat JSONL file's tail may be read by Arrow's
+JSON reader in a second thread meanwhile (ArrowTail: only on an idle core, and used only when
+it provably gives the same rows).
 """
 
 from __future__ import annotations
