@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -287,3 +288,31 @@ def test_a_bad_gate_value_is_refused_with_its_position(tmp_path: Path) -> None:
     r = rlwatch("rules", "check", str(rules))
     assert r.returncode == 2
     assert "r.yaml:8:" in r.stderr and "bad gate 'sometimes'" in r.stderr
+
+
+def _noisy(i: int) -> float:
+    """A reward near zero that moves by ~0.2 from log to log (a chain reward in [-1, 1])."""
+    return 0.15 + 0.12 * math.sin(2.3 * i) * math.cos(0.7 * i)
+
+
+@pytest.mark.parametrize(
+    ("after", "code", "state"),
+    [
+        (_noisy, 0, "ok"),  # a dip of a few logs the reward came back from: no crash
+        (lambda i: -0.3 + 0.02 * math.sin(i), 1, "firing"),  # still down at the end: a crash
+    ],
+)
+def test_a_short_reward_dip_is_no_crash(
+    tmp_path: Path, after: Callable[[int], float], code: int, state: str
+) -> None:
+    """RW01 holds for 5 logs: a noisy reward near zero (a chain reward in [-1, 1] moves by ~0.2
+    a log) that falls for 4 logs and comes back is not a crash; one that stays down is."""
+    dip = {26: -0.2, 27: -0.3, 28: -0.25, 29: -0.3}
+    log = _jsonl(
+        tmp_path / "run.jsonl",
+        50,
+        **{"critic/score/mean": lambda i: _noisy(i) if i < 26 else dip.get(i, after(i))},
+    )
+    r = rlwatch("diagnose", str(log), "--select", "RW01", "--format", "json")
+    v = next(v for v in json.loads(r.stdout)["verdicts"] if v["code"] == "RW01")
+    assert (r.returncode, v["state"]) == (code, state), r.stdout + r.stderr

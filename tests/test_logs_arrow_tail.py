@@ -252,13 +252,8 @@ def _plain(path: Path, fmt: str, n: int = 200, keys: int = 30) -> None:
             fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
 
 
-@pytest.mark.parametrize("fmt", ["verl-jsonl", "jsonl"])
-def test_a_plain_tail_is_taken_and_equals_the_line_by_line_read(
-    fmt: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    f = tmp_path / "run.jsonl"
-    _plain(f, fmt)
-    monkeypatch.setattr(_cols, "BLOCK", 4096)
+def _regions_taken(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The line counts of the tails Arrow's reading was taken for, as they are added."""
     taken: list[int] = []
 
     def spy(self: Any, region: Any) -> None:
@@ -266,6 +261,17 @@ def test_a_plain_tail_is_taken_and_equals_the_line_by_line_read(
         ADD_REGION(self, region)
 
     monkeypatch.setattr(_json.JsonLines, "add_region", spy)
+    return taken
+
+
+@pytest.mark.parametrize("fmt", ["verl-jsonl", "jsonl"])
+def test_a_plain_tail_is_taken_and_equals_the_line_by_line_read(
+    fmt: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    f = tmp_path / "run.jsonl"
+    _plain(f, fmt)
+    monkeypatch.setattr(_cols, "BLOCK", 4096)
+    taken = _regions_taken(monkeypatch)
     new = _read(f, True, monkeypatch, 0.5)
     assert taken and 50 < taken[0] < 150  # the tail was read by Arrow
     old = _read(f, False, monkeypatch, 0.5)
@@ -306,13 +312,7 @@ def test_a_line_the_line_reader_skips_sends_the_tail_back(
     f.write_bytes(b"\n".join(lines) + b"\n")
     monkeypatch.setattr(_cols, "BLOCK", 4096)
     monkeypatch.setattr(_cols, "MAX_LINE", 3000)
-    taken: list[int] = []
-
-    def spy(self: Any, region: Any) -> None:
-        taken.append(region.nlines)
-        ADD_REGION(self, region)
-
-    monkeypatch.setattr(_json.JsonLines, "add_region", spy)
+    taken = _regions_taken(monkeypatch)
     new = _read(f, True, monkeypatch, 0.5)
     old = _read(f, False, monkeypatch, 0.5)
     assert not taken

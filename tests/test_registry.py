@@ -123,4 +123,30 @@ def test_rules_explain_shows_each_kind_with_its_declared_defaults() -> None:
     r = CliRunner().invoke(app, ["rules", "explain", "ST01"])
     assert r.exit_code == 0, r.output
     assert "spike: The value jumps against a robust rolling baseline" in r.output
-    assert "window (int, default 20, 1..100000): logged steps in the rolling baseline" in r.output
+    assert (
+        "window (int, default 20, 1..100000, logs: r x fewer every r steps, at least 3): "
+        "logged steps in the rolling baseline"
+    ) in r.output
+
+
+def test_counts_of_logs_scale_with_the_runs_logging_interval() -> None:
+    """A rule's counts of logs are written for a run that logs every step: for one that logs
+    every r steps they count r x fewer (never below their floor); thresholds, `within`'s
+    training steps and `for` do not change, and r = 1 returns the very same rule."""
+    from rlwatch.engine.registry import at_resolution as scale_node
+    from rlwatch.engine.rules import at_resolution, load_rules
+
+    rules = load_rules([], with_builtin=True)
+    ex05 = rules.get("EX05")
+    assert ex05 is not None and at_resolution(ex05, 1) is ex05
+    scaled = at_resolution(ex05, 10)
+    assert scaled is at_resolution(ex05, 10)  # cached
+    spec = scaled.when.to_spec(defaults=True)["all"][0]["within"]
+    assert spec["steps"] == 100  # training steps: unchanged
+    inner = spec["of"]["sustained"]
+    assert inner["window"] == 3 and inner["of"]["relative"]["first_steps"] == 1
+    assert inner["fraction"] == 0.7 and scaled.for_ == ex05.for_
+    st01 = rules.get("ST01")
+    assert st01 is not None
+    s4 = scale_node(st01.when, 4).to_spec(defaults=True)["spike"]
+    assert (s4["window"], s4["min_periods"], s4["factor"]) == (5, 3, 10)

@@ -72,6 +72,8 @@ def explain(code: Annotated[str, typer.Argument(help="A rule code, e.g. EX01.")]
             bits = [p["type"], "required" if p["required"] else f"default {p['default']}"]
             if p["low"] is not None or p["high"] is not None:
                 bits.append(f"{p['low'] if p['low'] is not None else ''}..{p['high'] or ''}")
+            if p.get("per_log") is not None:
+                bits.append(f"logs: r x fewer every r steps, at least {p['per_log']}")
             out.append(f"    {p['name']} ({', '.join(bits)}): {p['doc']}")
     out += [
         "",

@@ -63,6 +63,15 @@ class Context:
             self.grid = self.wide.index.to_numpy(dtype=np.int64)
         return self.grid
 
+    def resolution(self) -> int:
+        """Training steps between the run's logs (the median interval; 1 until 3 logs are in,
+        and for a run that logs every step): TRL logs every 10 steps by default."""
+        r = self.memo.get("resolution")
+        if r is None:
+            g = self.run_logs()
+            r = self.memo["resolution"] = logging_interval(g)
+        return int(r)
+
     def _arrays(self, frame: pd.DataFrame, metric: str) -> Series:
         """A column's logged values, from the table turned into one numpy matrix once."""
         key = f"matrix:{id(frame)}"
@@ -221,6 +230,13 @@ def _no_wall() -> pd.Series:
     return pd.Series(dtype=float)
 
 
+def logging_interval(grid: np.ndarray) -> int:
+    """The median number of training steps between a run's logs (1 below 3 logs)."""
+    if grid.size < 3:
+        return 1
+    return max(1, int(np.median(np.diff(grid))))
+
+
 @dataclass
 class Signal:
     steps: np.ndarray  # int64, the logged steps the mask speaks of
@@ -330,7 +346,9 @@ class Threshold(Node):
     divided_by: str | None = param("metric", required=False, doc="compare value / this metric")
     at_least: float | None = param("num", doc="fires when value >= at_least")
     at_most: float | None = param("num", doc="fires when value <= at_most")
-    smooth: int | None = param("int", doc="compare the trailing median of the last k logs")
+    smooth: int | None = param(
+        "int", doc="compare the trailing median of the last k logs", per_log=1
+    )
 
     def lookback(self) -> int | None:
         return 0 if self.smooth is None else self.smooth
@@ -414,8 +432,8 @@ class Spike(Node):
     metric: str = param("metric", doc="the metric watched")
     factor: float | None = param("pos", doc="fires when value >= factor x baseline")
     drop: float | None = param("pos", doc="fires when value falls by drop x |baseline|")
-    window: int = param("int", 20, doc="logged steps in the rolling baseline")
-    min_periods: int = param("int", 5, doc="values the baseline needs before it counts")
+    window: int = param("int", 20, doc="logged steps in the rolling baseline", per_log=3)
+    min_periods: int = param("int", 5, doc="values the baseline needs before it counts", per_log=3)
     min_delta: float = param("num", 0.0, doc="smallest absolute change that counts")
     min_z: float | None = param("pos", doc="smallest change in robust sigmas of the window")
 
@@ -492,7 +510,7 @@ class Relative(Node):
     metric: str = param("metric", doc="the metric watched")
     below_factor: float | None = param("pos", doc="fires when value < below_factor x early")
     above_factor: float | None = param("pos", doc="fires when value > above_factor x early")
-    first_steps: int = param("int", 10, doc="logged steps that make the early level")
+    first_steps: int = param("int", 10, doc="logged steps that make the early level", per_log=1)
     min_delta: float | None = param("num", doc="smallest |value - early| that counts")
 
     def lookback(self) -> int | None:
@@ -573,7 +591,9 @@ class Trend(Node):
     """
 
     metric: str = param("metric", doc="the metric watched")
-    window: int = param("int", required=True, doc="logged steps the change is measured over")
+    window: int = param(
+        "int", required=True, doc="logged steps the change is measured over", per_log=3
+    )
     edge: int | None = param("int", doc="values in each robust endpoint (default window/10, >= 3)")
     above: float | None = param("num", doc="fires when the relative change > above")
     below: float | None = param("num", doc="fires when the relative change < below")
@@ -648,7 +668,7 @@ class Stuck(Node):
     """
 
     metric: str = param("metric", doc="the metric watched")
-    steps: int = param("int", required=True, doc="logged steps in a row")
+    steps: int = param("int", required=True, doc="logged steps in a row", per_log=2)
     value: float | None = param("num", doc="the exact value held (default: any constant)")
 
     def lookback(self) -> int | None:
@@ -737,8 +757,8 @@ class Count(Node):
         return None if inner is None else inner + self.within
 
     of: Node = param("cond", doc="the inner condition")  # noqa: RUF009
-    at_least: int = param("int", required=True, doc="steps of the inner condition")
-    within: int = param("int", required=True, doc="the last logged steps counted")
+    at_least: int = param("int", required=True, doc="steps of the inner condition", per_log=2)
+    within: int = param("int", required=True, doc="the last logged steps counted", per_log=2)
 
     def signal(self, ctx: Context) -> Signal:
         inner = evaluate(ctx, self.of)
@@ -779,8 +799,10 @@ class Sustained(Node):
 
     of: Node = param("cond", doc="the inner condition")  # noqa: RUF009
     fraction: float = param("pos", required=True, high=1.0, doc="share of the window's logs")
-    window: int = param("int", required=True, doc="the last logs counted")
-    min_points: int | None = param("int", doc="logs needed before it counts (default window)")
+    window: int = param("int", required=True, doc="the last logs counted", per_log=3)
+    min_points: int | None = param(
+        "int", doc="logs needed before it counts (default window)", per_log=3
+    )
     among: Node | None = param(  # noqa: RUF009
         "cond", required=False, doc="count only the logs where this holds (e.g. measured, > 0)"
     )
@@ -907,13 +929,15 @@ class OffBest(Node):
     metric: str = param("metric", doc="the metric watched")
     drop: float | None = param("pos", doc="fires when the level falls by drop x |best|")
     rise: float | None = param("pos", doc="fires when the level rises by rise x |best|")
-    smooth: int = param("int", 5, doc="logs in the trailing median (the level)")
-    window: int = param("int", 20, doc="logs in the robust spread")
-    min_periods: int = param("int", 5, doc="logs before it may fire")
+    smooth: int = param("int", 5, doc="logs in the trailing median (the level)", per_log=1)
+    window: int = param("int", 20, doc="logs in the robust spread", per_log=3)
+    min_periods: int = param("int", 5, doc="logs before it may fire", per_log=3)
     min_delta: float = param("num", 0.0, doc="smallest absolute change that counts")
     min_z: float | None = param("pos", doc="smallest change in robust sigmas")
     best_of_first: int | None = param(
-        "int", doc="the raw values of the first N logs count as levels too (the initial policy)"
+        "int",
+        doc="the raw values of the first N logs count as levels too (the initial policy)",
+        per_log=1,
     )
 
     def lookback(self) -> int | None:

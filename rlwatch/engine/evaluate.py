@@ -14,7 +14,7 @@ import pandas as pd
 from rlwatch.engine.conditions import Context, Signal, Skip, build_context, evaluate, held_in_logs
 from rlwatch.engine.registry import walk
 from rlwatch.engine.robust import short_run_for
-from rlwatch.engine.rules import Rule, RuleSet
+from rlwatch.engine.rules import Rule, RuleSet, at_resolution
 from rlwatch.severity import Severity
 
 
@@ -205,6 +205,8 @@ def evaluate_rule(
     `explain=False` (the many-run table) keeps every episode and skips checks and context.
     """
     base = Verdict(run, rule.code, rule.name, rule.severity, "ok", gate=rule.gate)
+    asked = rule
+    rule = at_resolution(rule, ctx.resolution())  # a run that logs every r steps
     try:
         sig = evaluate(ctx, rule.when)
     except Skip as exc:
@@ -233,6 +235,10 @@ def evaluate_rule(
             short = int(need[int(a)])
             if short < rule.for_:
                 note = f" [early in the run: held for {short} logs of the {rule.for_} asked]"
+                base.episodes[-1].summary += note
+            if rule is not asked:
+                r = ctx.resolution()
+                note = f" [the run logs every {r} steps: its counts of logs are {r}x fewer]"
                 base.episodes[-1].summary += note
         base.state = "firing" if firing[-1] else "resolved"
         note = ctx.memo.get("stalled:clock")  # how a stall's "now" was chosen (diagnose)

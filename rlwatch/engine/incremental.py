@@ -36,7 +36,7 @@ from rlwatch.engine.conditions import (
 from rlwatch.engine.evaluate import Episode, Verdict, _checks, _episode, render_summary
 from rlwatch.engine.registry import Node, walk
 from rlwatch.engine.robust import short_run_for
-from rlwatch.engine.rules import Rule, RuleSet
+from rlwatch.engine.rules import Rule, RuleSet, at_resolution
 from rlwatch.frame import RunInfo
 
 MARGIN = 8  # extra logged values kept beyond the computed look-back
@@ -463,10 +463,12 @@ class Evaluator:
         )
         framework = self.info.framework if self.info is not None else None
         changes = []
+        r = ctx.resolution()
         for rule in rules:
             if rule.frameworks and framework not in rule.frameworks:
                 continue
             self.evaluations += 1
+            rule = at_resolution(rule, r)  # as diagnose: a run that logs every r steps
             st = self.state[rule.code]
             sig = self._signal(ctx, rule)
             if sig is None:

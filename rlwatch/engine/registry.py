@@ -51,10 +51,14 @@ def param(
     low: float | None = None,
     high: float | None = None,
     doc: str = "",
+    per_log: int | None = None,
 ) -> Any:
     """Declare a parameter: its type (one of TYPES), default, bounds and meaning.
 
-    `low`/`high` are inclusive bounds (for "int": default low 1, high MAX_WINDOW).
+    `low`/`high` are inclusive bounds (for "int": default low 1, high MAX_WINDOW). `per_log`
+    marks a count of logs written for a run that logs every step (a window, a hold, an early
+    level): for a run that logs every r steps it counts r x fewer logs, never fewer than
+    `per_log` (see `at_resolution`).
     A parameter is required when `required` is true, or (by default) when its type is "metric",
     "cond" or "conds" and it has no default.
     """
@@ -65,6 +69,7 @@ def param(
         low = 1 if low is None else low
         high = MAX_WINDOW if high is None else high
     meta = {"type": type, "required": required, "low": low, "high": high, "doc": doc}
+    meta["per_log"] = per_log
     if required:
         return dataclasses.field(metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -79,6 +84,7 @@ class Param:
     low: float | None
     high: float | None
     doc: str
+    per_log: int | None = None
 
 
 class Node:
@@ -156,6 +162,44 @@ class Node:
         return {self.KIND: out}
 
 
+def scaled_count(n: int, r: int, floor: int) -> int:
+    """A count of logs written for a run that logs every step, for one that logs every `r`
+    steps: the logs spanning the same training steps, never fewer than `floor` (nor than `n`
+    when `n` is already below it)."""
+    return n if r <= 1 else max(min(n, floor), -(-n // r))
+
+
+def at_resolution(node: Node, r: int) -> Node:
+    """The condition for a run that logs every `r` training steps (TRL's default is 10).
+
+    Rules are written in logs of a run that logs every step, as the glossary's heuristics are
+    ("entropy below 10% of its early level", "truncated for 10 steps"). A TRL log averages the
+    metrics over its `r` steps, so a window of 20 logs is 20/r of them, the early level of the
+    first 10 logs is the first 10/r, a hold of 10 logs is 10/r: every parameter declared
+    `per_log` is scaled (`scaled_count`); thresholds, and `within`'s training steps, are not.
+    The same node is returned when nothing changes (r <= 1: every log a step)."""
+    if r <= 1:
+        return node
+    changes: dict[str, Any] = {}
+    for p in node.PARAMS:
+        v = getattr(node, p.name)
+        if v is None:
+            continue
+        if p.per_log is not None:
+            nv = scaled_count(int(v), r, p.per_log)
+            if nv != v:
+                changes[p.name] = nv
+        elif p.type == "cond":
+            nc = at_resolution(v, r)
+            if nc is not v:
+                changes[p.name] = nc
+        elif p.type == "conds":
+            kids = [at_resolution(c, r) for c in v]
+            if any(a is not b for a, b in zip(kids, v, strict=True)):
+                changes[p.name] = type(v)(kids)
+    return dataclasses.replace(node, **changes) if changes else node
+
+
 REGISTRY: dict[str, type[Node]] = {}
 
 
@@ -179,6 +223,7 @@ def kind(
                     m["low"],
                     m["high"],
                     m["doc"],
+                    m.get("per_log"),
                 )
             )
         cls.PARAMS = tuple(params)

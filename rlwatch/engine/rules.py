@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 import string
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,29 @@ class Rule:
     group: str = ""
     file: str = ""
     line: int | None = None
+
+
+_AT: dict[tuple[int, int], tuple[Rule, Rule]] = {}
+
+
+def at_resolution(rule: Rule, r: int) -> Rule:
+    """The rule for a run that logs every `r` training steps: its condition's counts of logs
+    (windows, early levels, warm-ups) scaled to span the same training steps
+    (`registry.at_resolution`). `for` is not: a log that averages r steps is less noisy than
+    one step, so a threshold held on 2 averaged logs is weaker evidence than one held on the
+    10 single steps the rule asks; the hold keeps its count of logs (and the short-run minimum
+    evidence). The rule itself when r <= 1 or nothing changes; cached."""
+    if r <= 1:
+        return rule
+    hit = _AT.get((id(rule), r))
+    if hit is not None and hit[0] is rule:
+        return hit[1]
+    when = registry.at_resolution(rule.when, r)
+    out = rule if when is rule.when else replace(rule, when=when)
+    if len(_AT) > 4096:
+        _AT.clear()
+    _AT[(id(rule), r)] = (rule, out)
+    return out
 
 
 @dataclass
