@@ -56,7 +56,7 @@ def param(
     """Declare a parameter: its type (one of TYPES), default, bounds and meaning.
 
     `low`/`high` are inclusive bounds (for "int": default low 1, high MAX_WINDOW). `per_log`
-    marks a count of logs written for a run that logs every step (a window, a hold, an early
+    marks a count of logs written for a run that logs every step (a window, a warm-up, an early
     level): for a run that logs every r steps it counts r x fewer logs, never fewer than
     `per_log` (see `at_resolution`).
     A parameter is required when `required` is true, or (by default) when its type is "metric",
@@ -68,8 +68,14 @@ def param(
     if type == "int":
         low = 1 if low is None else low
         high = MAX_WINDOW if high is None else high
-    meta = {"type": type, "required": required, "low": low, "high": high, "doc": doc}
-    meta["per_log"] = per_log
+    meta = {
+        "type": type,
+        "required": required,
+        "low": low,
+        "high": high,
+        "doc": doc,
+        "per_log": per_log,
+    }
     if required:
         return dataclasses.field(metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -173,10 +179,10 @@ def at_resolution(node: Node, r: int) -> Node:
     """The condition for a run that logs every `r` training steps (TRL's default is 10).
 
     Rules are written in logs of a run that logs every step, as the glossary's heuristics are
-    ("entropy below 10% of its early level", "truncated for 10 steps"). A TRL log averages the
-    metrics over its `r` steps, so a window of 20 logs is 20/r of them, the early level of the
-    first 10 logs is the first 10/r, a hold of 10 logs is 10/r: every parameter declared
-    `per_log` is scaled (`scaled_count`); thresholds, and `within`'s training steps, are not.
+    ("entropy below 10% of the median of its first 10 logs"). A TRL log averages the metrics
+    over its `r` steps, so a window of 20 logs is 20/r of them and the early level of the first
+    10 logs is the first 10/r: every parameter declared `per_log` is scaled (`scaled_count`);
+    thresholds, `within`'s training steps and a rule's `for` (`rules.at_resolution`) are not.
     The same node is returned when nothing changes (r <= 1: every log a step)."""
     if r <= 1:
         return node

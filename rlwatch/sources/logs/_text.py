@@ -55,6 +55,12 @@ MAX_WRAPPED = 1 << 20  # a printed dict wrapped over lines is joined up to this 
 MAX_WRAPPED_LINES = 4000
 
 
+def _open_tail(line: str) -> re.Match[str] | None:
+    """The opening of a printed dict that the line's end cuts (searched in its last 210
+    characters: the opening is at most `{'` + a 200-character key + `':`)."""
+    return OPEN_TAIL.search(line, max(0, len(line) - 210))
+
+
 EVAL_PREFIXES = ("eval_", "test_")
 
 
@@ -96,7 +102,7 @@ class PythonDicts:
             else:
                 self._open(line[start:], tentative=False)
             return
-        m = OPEN_TAIL.search(line, max(0, len(line) - 210))
+        m = _open_tail(line)
         if m and _dict_start(line[: m.start()] + "{'k': ") == m.start():
             self._open(m.group(), tentative=True)
 
@@ -120,7 +126,7 @@ class PythonDicts:
             return
         end = line.find("}")
         if (_dict_start(line) >= 0 and (end < 0 or DICT_START.search(line, 0, end))) or (
-            end < 0 and OPEN_TAIL.search(line, max(0, len(line) - 210))
+            end < 0 and _open_tail(line)
         ):
             # a new dict starts before this one closed: this one was cut off (a crash, a
             # truncated print); counted, and the line read on its own
