@@ -8,7 +8,7 @@ import io
 import json
 import math
 import time
-from contextlib import redirect_stdout
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -69,6 +69,70 @@ def test_transformers_console_with_every_float_printed_as_a_string(tmp_path: Pat
     assert frame.steps(info.name) == (3, 1, 3)  # the token dict is not a row
     assert not any(t.startswith("<") for t, _ in rows)
     assert info.hparams["summary/train_runtime"] == 12.5
+
+
+def _progress_console(tmp_path: Path, every: int, steps: int, evals: bool = False) -> str:
+    """A console as transformers' ProgressCallback writes it (tqdm's bar on stderr, each log
+    printed by ``tqdm.write`` on stdout, both captured into one file like `> log 2>&1`): the
+    trainer's own callback, driven the way Trainer drives it (on_step_end, then on_log)."""
+    from transformers import TrainingArguments
+    from transformers.trainer_callback import ProgressCallback, TrainerControl, TrainerState
+
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), report_to=[])
+    state, control, cb = TrainerState(), TrainerControl(), ProgressCallback()
+    state.max_steps = steps
+    f = tmp_path / "console.log"
+    with open(f, "w", newline="") as out, redirect_stdout(out), redirect_stderr(out):
+        cb.on_train_begin(args, state, control)
+        for step in range(1, steps + 1):
+            state.global_step = step
+            cb.on_step_end(args, state, control)
+            if step % every == 0:
+                logs_ = {"loss": 1.0 / step, "grad_norm": 0.5, "reward": step / steps}
+                cb.on_log(args, state, control, logs=logs_ | {"epoch": step / steps})
+                if evals:
+                    cb.on_log(args, state, control, logs={"eval_loss": 2.0 / step})
+        cb.on_log(args, state, control, logs={"train_runtime": 1.5, "train_loss": 0.2})
+        cb.on_train_end(args, state, control)
+    with open(f, newline="") as fh:
+        return fh.read()
+
+
+def test_progress_bar_console_reads_each_dicts_step_from_the_bar(tmp_path: Path) -> None:
+    """A console captured with tqdm's bar (transformers' default, ``disable_tqdm=False``): the
+    dicts carry no step, but the bar redrawn right after each one shows the global step. Read
+    from it, a run that logs every 10 steps has steps 10, 20, ... (not ordinals 1, 2, ...), so the
+    rules know its logging interval; an evaluation dict shares its training log's step."""
+    text = _progress_console(tmp_path, every=10, steps=60, evals=True)
+    assert "\r" in text and "{'loss'" in text  # the shape this test is about
+    frame = logs.load_file(tmp_path / "console.log")
+    (info,) = frame.runs.values()
+    assert info.source == "python-dicts"
+    assert frame.steps(info.name) == (6, 10, 60)
+    rows = _rows(frame)
+    assert rows[("loss", 20)] == 0.05 and rows[("reward", 60)] == 1.0
+    assert abs(rows[("eval_loss", 30)] - 2 / 30) < 1e-4  # printed as '0.06667'
+    assert info.hparams["steps"].startswith("the progress bar")
+    assert not info.warnings
+
+
+def test_progress_bar_console_cut_after_a_dict_waits_for_its_bar(tmp_path: Path) -> None:
+    """A console still being written can end on a dict whose bar is not drawn yet: the batch
+    reader names it in a warning rather than guess its step; `tail` holds it until the bar comes,
+    then gives it the bar's step."""
+    text = _progress_console(tmp_path, every=5, steps=20)
+    cut = text.index("\n", text.index("{'loss'", text.index("15/20"))) + 1  # after the 4th dict
+    live = tmp_path / "live.log"
+    live.write_text(text[:cut], newline="")
+    frame = logs.load_file(live)
+    (info,) = frame.runs.values()
+    assert frame.steps(info.name) == (3, 5, 15)
+    assert any("before the progress bar" in w for w in info.warnings)
+    follower = logs.Follower(live)
+    assert follower.poll().steps(info.name) == (3, 5, 15)
+    with open(live, "a", newline="") as fh:
+        fh.write(text[cut:])
+    assert follower.poll().steps(info.name) == (1, 20, 20)
 
 
 def _printed_logs(n: int) -> list[str]:

@@ -62,6 +62,21 @@ def _open_tail(line: str) -> re.Match[str] | None:
 
 
 EVAL_PREFIXES = ("eval_", "test_")
+# tqdm's bar as transformers' ProgressCallback draws it: `  5%|▌         | 10/200 [00:00<...`
+BAR_COUNTER = re.compile(r"\| {0,4}(\d{1,12})/(\d{1,12}) \[")
+
+
+def bar_counter(line: str) -> int | None:
+    """The step on the progress bar that opens a line (its first carriage-return segment), or
+    None. ``tqdm.write`` -- how ProgressCallback prints a log -- clears the bar, prints the dict
+    and redraws the bar at once with its current count: the global step of that log (the bar
+    drawn before the dict may lag, tqdm refreshes it at most ten times a second)."""
+    if not line.startswith("\r"):  # a redraw starts with a carriage return; a line of a
+        return None  # file written line by line (or a terminal capture) is not one
+    seg = line.lstrip("\r")
+    cut = seg.find("\r")
+    m = BAR_COUNTER.search(seg, 0, cut if cut >= 0 else min(len(seg), 300))
+    return int(m.group(1)) if m else None
 
 
 class PythonDicts:
@@ -77,16 +92,22 @@ class PythonDicts:
         self.cols = cols
         self.ordinal = 0
         self.ordinal_steps = False
+        # a dict without a step waits for the next line: tqdm's redrawn bar gives its step
+        self.held: dict[str, Any] | None = None
+        self.bar_steps: bool | None = None  # decided by the first step-less dict
+        self.last_bar_step = 0
         self.pending: list[str] | None = None  # the lines so far of a dict wrapped over lines
         self.pending_size = 0
         self.tentative = False  # the pending text is only the opening `{'lo` of a line's end
 
     def feed(self, text: str, lineno: int = 0) -> None:
-        if self.pending is None and "{" not in text:
+        if self.pending is None and self.held is None and "{" not in text:
             return
         if "\x1b" in text:
             text = ANSI.sub("", text)
         for line in lines(text):
+            if self.held is not None:
+                self._place(bar_counter(line))
             if self.pending is not None:
                 self._more(line)
             elif "{" in line:
@@ -161,27 +182,70 @@ class PythonDicts:
             cols.skip("printed dicts without a number")
             return
         step = cols.step(d["step"]) if _int_like(d.get("step")) else None
-        if step is None:
-            # an evaluation's dict is printed right after the training log of its step
-            if not (self.ordinal and all(k.startswith(EVAL_PREFIXES) for k in d if k != "epoch")):
-                self.ordinal += 1
-            step, self.ordinal_steps = self.ordinal, True
-        cols.add_mapping(step, d, strings=True)
+        if step is not None:
+            cols.add_mapping(step, d, strings=True)
+        elif self.bar_steps is False:
+            self._ordinal(d)
+        else:
+            self.held = d  # its step is on the progress bar redrawn on the next line
+
+    def _ordinal(self, d: dict[str, Any]) -> None:
+        # an evaluation's dict is printed right after the training log of its step
+        if not (self.ordinal and _eval_only(d)):
+            self.ordinal += 1
+        self.ordinal_steps = True
+        self.cols.add_mapping(self.ordinal, d, strings=True)
+
+    def _place(self, bar: int | None) -> None:
+        """The held dict, now that the line after it is known: at the step of the bar redrawn
+        there, or -- on a console without bars (PrinterCallback) -- at the next ordinal. A
+        console's first step-less dict decides which for the whole file, so steps never mix."""
+        d, self.held = self.held, None
+        assert d is not None
+        if self.bar_steps is None:
+            self.bar_steps = bar is not None and bar > 0
+        if not self.bar_steps:
+            self._ordinal(d)
+        elif bar is not None and (
+            bar > self.last_bar_step or (bar == self.last_bar_step and _eval_only(d))
+        ):
+            self.last_bar_step = bar
+            self.cols.add_mapping(bar, d, strings=True)
+        elif bar is None and _eval_only(d) and self.last_bar_step:
+            self.cols.add_mapping(self.last_bar_step, d, strings=True)
+        else:  # a dict whose bar is missing or went back (a new bar): no step to trust
+            self.cols.skip("printed dicts without the progress-bar count that gives their step")
 
     def finish(self) -> None:
         if self.pending is not None and not self.tentative:
             self.cols.skip("printed dicts cut off at the end of the file")
         self.pending = None
+        if self.held is not None:
+            if self.bar_steps:  # its bar is not written yet: the file ends on the dict
+                self.held = None
+                self.cols.skip(
+                    "printed dicts at the end of the file, before the progress bar with their step"
+                )
+            else:
+                self._place(None)
         if self.ordinal_steps:
             self.cols.facts["steps"] = "log ordinals (the printed dicts carry no step)"
+        elif self.bar_steps:
+            self.cols.facts["steps"] = "the progress bar's count printed with each dict"
 
 
 def sniff_wrapped_dicts(lines: list[str]) -> bool:
     """Printed dicts wrapped over lines (a terminal capture cut at the pane's width, pprint)
     that read as metrics: the reader itself decides, on the file's head."""
     cols = Cols()
-    PythonDicts(cols).feed("\n".join(lines) + "\n")
+    reader = PythonDicts(cols)
+    reader.feed("\n".join(lines) + "\n")
+    reader.finish()
     return len(cols) > 0
+
+
+def _eval_only(d: dict[str, Any]) -> bool:
+    return all(k.startswith(EVAL_PREFIXES) for k in d if k != "epoch")
 
 
 def _fact(v: Any) -> Any:
