@@ -42,6 +42,7 @@ KINDS = [
     "trainer_state",
     "pydicts",
     "pydicts_cut",
+    "pydicts_bar",
     "wandb",
     "rules",
     "config",
@@ -137,6 +138,14 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
     # the same console as a terminal capture: rows cut at a pane's width, trailing spaces gone
     rows = [ln[i : i + 57].rstrip(" ") for ln in dicts.splitlines() for i in range(0, len(ln), 57)]
     seeds["pydicts_cut"] = ("capture.log", ("\n".join(rows) + "\n").encode())
+    # as ProgressCallback writes it: tqdm's bar redrawn with \r, each dict by tqdm.write
+    bar = "".join(
+        f"\r {s}%|#  | {10 * s}/{10 * steps} [00:01<00:09, 9.9it/s]\r          \r"
+        + repr({"loss": "0.5", "reward": f"{0.1 * s:.4g}", "epoch": f"{s / 10:.4g}"})
+        + f"\n\r {s}%|#  | {10 * s}/{10 * steps} [00:01<00:09, 9.9it/s]"
+        for s in range(1, steps + 1)
+    )
+    seeds["pydicts_bar"] = ("console.log", (bar + "\n").encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])
