@@ -150,3 +150,20 @@ def test_counts_of_logs_scale_with_the_runs_logging_interval() -> None:
     assert st01 is not None
     s4 = scale_node(st01.when, 4).to_spec(defaults=True)["spike"]
     assert (s4["window"], s4["min_periods"], s4["factor"]) == (5, 3, 10)
+
+
+def test_short_run_minimum_evidence_counts_steps_on_a_coarse_run() -> None:
+    """Early in a run (its first 2 x `for` logs) a hold needs half the logs so far, at least
+    `for` // 2 training steps and 3 logs: on a run that logs every step that is 5 logs of a
+    `for: 10`; on one that logs every 10 steps (TRL's default), 3 logs (30 steps). From log
+    2 x `for` on, `for` applies whatever the cadence; the scaled rule carries its cadence."""
+    from rlwatch.engine.robust import short_run_for
+    from rlwatch.engine.rules import at_resolution, load_rules
+
+    assert [short_run_for(10, p) for p in (0, 4, 9, 13, 19, 30)] == [5, 5, 5, 7, 10, 10]
+    assert [short_run_for(10, p, resolution=10) for p in (0, 4, 9, 13, 19)] == [3, 3, 5, 7, 10]
+    assert short_run_for(10, 4, resolution=2) == 3 and short_run_for(20, 4, resolution=2) == 5
+    assert short_run_for(2, 0, resolution=10) == 2  # never more than `for`
+    ln02 = load_rules([], with_builtin=True).get("LN02")
+    assert ln02 is not None and ln02.resolution == 1
+    assert at_resolution(ln02, 10).resolution == 10 and at_resolution(ln02, 10).for_ == 10

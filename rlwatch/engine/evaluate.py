@@ -219,7 +219,7 @@ def evaluate_rule(
     # minimum evidence on short runs: in a run's first 2 x `for` logs, half the logs so far
     # (at least `for` // 2 and 3) in a row is enough; the verdict says so
     held, position = held_in_logs(mask, sig.steps, ctx.run_logs())
-    need = short_run_for(rule.for_, position)
+    need = short_run_for(rule.for_, position, resolution=rule.resolution)
     need = np.broadcast_to(need, mask.shape)
     idx = np.arange(mask.size)
     active = held >= need
@@ -236,7 +236,7 @@ def evaluate_rule(
             if short < rule.for_:
                 note = f" [early in the run: held for {short} logs of the {rule.for_} asked]"
                 base.episodes[-1].summary += note
-            if rule is not asked:
+            if rule.when is not asked.when:
                 r = ctx.resolution()
                 note = f" [the run logs every {r} steps: its counts of logs are {r}x fewer]"
                 base.episodes[-1].summary += note

@@ -503,7 +503,7 @@ class Evaluator:
         # as diagnose: a hold and the short-run minimum evidence count the run's logs (all of
         # them are kept, as steps), not the window's points
         held, position = held_in_logs(mask, steps, self.run_logs())
-        active = held >= short_run_for(rule.for_, position)
+        active = held >= short_run_for(rule.for_, position, resolution=rule.resolution)
         idx = np.arange(mask.size)
         last_active = np.maximum.accumulate(np.where(active, idx, -(10**9)))
         firing = idx - last_active <= rule.keep_firing_for

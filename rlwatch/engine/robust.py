@@ -144,16 +144,21 @@ def k_of_n(masks: list[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
     return count >= k, count.astype(float)
 
 
-def short_run_for(for_: int, position: np.ndarray | int, minimum: int = 3) -> np.ndarray | int:
+def short_run_for(
+    for_: int, position: np.ndarray | int, minimum: int = 3, resolution: int = 1
+) -> np.ndarray | int:
     """How many logs in a row a rule's `for` needs at the log with 0-based index `position`.
 
     Minimum evidence for short runs, judged with what was logged so far (so a live follower
     and a batch diagnosis agree): in the first 2 x `for` logs of a run the hold needed is half
-    the logs so far, but never less than `for` // 2 (nor `minimum`, nor more than `for`).
-    A run of 12 logs cannot show a condition held for 10 logs after a warm-up; held for 5 of
-    them is still more evidence than one bad log. From log 2 x `for` on, `for` applies."""
+    the logs so far, but never less than `for` // 2 training steps (nor `minimum` logs, nor
+    more than `for`). A run of 12 logs cannot show a condition held for 10 logs after a
+    warm-up; held for 5 of them is still more evidence than one bad log. On a run that logs
+    every `resolution` steps the floor counts steps: 5 logs of a run that logs every 10 steps
+    (TRL's default) are 50 steps, so 3 of them held is no weaker than 5 single steps. From log
+    2 x `for` on, `for` applies."""
     n = np.asarray(position) + 1
-    floor = max(minimum, for_ // 2)
+    floor = max(minimum, -(-(for_ // 2) // max(1, resolution)))
     need = np.where(n >= 2 * for_, for_, np.minimum(for_, np.maximum(floor, n // 2)))
     need = np.where(for_ <= minimum, for_, need)
     return int(need) if np.ndim(need) == 0 else need

@@ -68,6 +68,7 @@ class Rule:
     group: str = ""
     file: str = ""
     line: int | None = None
+    resolution: int = 1  # the run's logging interval it was scaled to (at_resolution)
 
 
 _AT: dict[tuple[int, int], tuple[Rule, Rule]] = {}
@@ -78,15 +79,15 @@ def at_resolution(rule: Rule, r: int) -> Rule:
     (windows, early levels, warm-ups) scaled to span the same training steps
     (`registry.at_resolution`). `for` is not: a log that averages r steps is less noisy than
     one step, so a threshold held on 2 averaged logs is weaker evidence than one held on the
-    10 single steps the rule asks; the hold keeps its count of logs (and the short-run minimum
-    evidence). The rule itself when r <= 1 or nothing changes; cached."""
+    10 single steps the rule asks; the hold keeps its count of logs. Only the short-run minimum
+    evidence counts steps (`robust.short_run_for`: at least `for` // 2 steps, and 3 logs), so a
+    run of 5 logs every 10 steps can show a hold. The rule itself when r <= 1; cached."""
     if r <= 1:
         return rule
     hit = _AT.get((id(rule), r))
     if hit is not None and hit[0] is rule:
         return hit[1]
-    when = registry.at_resolution(rule.when, r)
-    out = rule if when is rule.when else replace(rule, when=when)
+    out = replace(rule, when=registry.at_resolution(rule.when, r), resolution=r)
     if len(_AT) > 4096:
         _AT.clear()
     _AT[(id(rule), r)] = (rule, out)
