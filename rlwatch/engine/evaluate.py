@@ -238,7 +238,10 @@ def evaluate_rule(
                 base.episodes[-1].summary += note
             if rule.when is not asked.when:
                 r = ctx.resolution()
-                note = f" [the run logs every {r} steps: its counts of logs are {r}x fewer]"
+                note = (
+                    f" [logged every {r} steps, the median gap between its logs: counts of"
+                    f" logs are {r}x fewer]"
+                )
                 base.episodes[-1].summary += note
         base.state = "firing" if firing[-1] else "resolved"
         note = ctx.memo.get("stalled:clock")  # how a stall's "now" was chosen (diagnose)
