@@ -217,7 +217,7 @@ def evaluate_rule(
     mask = sig.mask
     # `for` counts the run's logs a hold spans, whatever the cadence of the rule's metric;
     # minimum evidence on short runs: in a run's first 2 x `for` logs, half the logs so far
-    # (at least `for` // 2 and 3) in a row is enough; the verdict says so
+    # (at least 3, spanning `for` // 2 training steps) in a row is enough; the verdict says so
     held, position = held_in_logs(mask, sig.steps, ctx.run_logs())
     need = short_run_for(rule.for_, position, resolution=rule.resolution)
     need = np.broadcast_to(need, mask.shape)
