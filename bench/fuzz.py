@@ -43,6 +43,7 @@ KINDS = [
     "pydicts",
     "pydicts_cut",
     "pydicts_bar",
+    "pydicts_summary",
     "wandb",
     "rules",
     "config",
@@ -146,6 +147,14 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
         for s in range(1, steps + 1)
     )
     seeds["pydicts_bar"] = ("console.log", (bar + "\n").encode())
+    # stdout alone (no bars): steps from each dict's epoch once the summary is printed
+    out = "".join(
+        repr({"loss": f"{0.5 / s:.4g}", "grad_norm": "0.3", "epoch": f"{s / 40:.4g}"}) + "\n"
+        for s in range(10, 10 * steps + 1, 10)
+    )
+    summary = {"train_runtime": "12.5", "train_steps_per_second": f"{10 * steps / 12.5:.4g}"}
+    out += repr({**summary, "train_loss": "0.1", "epoch": f"{10 * steps / 40:.4g}"}) + "\n"
+    seeds["pydicts_summary"] = ("train.out", out.encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])

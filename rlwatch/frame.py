@@ -61,6 +61,9 @@ class RunInfo:
     duplicates_dropped: int = 0  # rows replaced by a later write of the same (tag, step)
     files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # the rows are the whole run again, renumbered: a follower's reader drops what it had
+    # (a console's log ordinals turned into steps once the run's summary is printed)
+    replaces: bool = False
 
     def to_dict(self) -> dict[str, object]:
         return {

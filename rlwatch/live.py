@@ -257,6 +257,15 @@ class Watch:
                 events.append(Event("file", new, f"now named {new} (was {old})"))
         for name, info in delta.runs.items():
             rows = delta.run_data(name) if len(delta.runs) > 1 else delta.data
+            if info.replaces and self.runs.pop(name, None) is not None:
+                events.append(
+                    Event(
+                        "file",
+                        name,
+                        f"steps now {info.hparams.get('steps')}: "
+                        "evaluated again from the first log",
+                    )
+                )
             events += self._absorb(name, info, rows, now)
         return events
 

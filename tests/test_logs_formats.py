@@ -12,6 +12,8 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from rlwatch.cli.app import app
@@ -374,3 +376,217 @@ def test_prime_rl_metrics_jsonl_and_a_metric_that_vanishes(tmp_path: Path) -> No
     assert "time" not in set(frame.data["tag"].astype(str))
     assert any("'optim/grad_norm'" in w and "from step 6" in w for w in info.warnings)
     assert "optim/grad_norm@6" in str(info.hparams["vanished_metrics"])
+
+
+# -- a console of stdout alone: the printed dicts without tqdm's bars ---------------------
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "realgen" / "runs"
+
+
+def _stdout_alone(run: Path) -> str:
+    """What a real run printed to stdout: its console (stdout and stderr in one file, as the
+    corpus keeps it) without tqdm's bars and cursor moves, which go to stderr -- a Slurm job's
+    `.out` file, or `> out.log` without `2>&1` (fixtures/realgen/stdout_only.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("stdout_only", CORPUS.parent / "stdout_only.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.stdout_alone((run / "console.log").read_text(errors="replace"))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ho10-grpo-healthy-steps200-s26",  # logging_steps 10, linear decay
+        "ho12-grpo-first-ga2-steps150-s30",  # logging_first_step, gradient accumulation 2
+        "ho12-orpo-first-log5-s30",  # logging_first_step, logging_steps 5, 2 epochs
+        "ho11-rm-overfit-24pairs-30ep-s28",  # evaluations at every epoch's end (steps 3, 6, ..)
+        "ho10-rm-flip50-s26",  # evaluation at the last step, 128, off the logging grid
+    ],
+)
+def test_a_console_of_stdout_alone_takes_its_steps_from_the_epochs(
+    tmp_path: Path, name: str
+) -> None:
+    """Real TRL runs' stdout: no dict carries a step, and no bar follows it. Once the run's
+    summary is printed, train_runtime x train_steps_per_second is the run's step count, so
+    each dict's epoch gives its step: every step equals trainer_state.json's, the evaluations'
+    (at epochs' ends) included; `tail` reading the finished file says the same."""
+    run = CORPUS / name
+    f = tmp_path / "train.out"
+    f.write_text(_stdout_alone(run))
+    state = json.loads((run / "trainer_state.json").read_text())
+    want = {}
+    for h in state["log_history"]:
+        for k, v in h.items():
+            if k not in ("step", "epoch") and "train_runtime" not in h and isinstance(v, float):
+                want[(k, h["step"])] = v
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    assert info.hparams["steps"].startswith("each printed dict's epoch")
+    got = _rows(frame)
+    assert {s for _, s in got} == {s for _, s in want}
+    for (k, step), v in want.items():  # printed to 4 significant digits
+        assert got[(k, step)] == pytest.approx(v, rel=6e-4, abs=1e-12), (k, step)
+    followed = logs.Follower(f).poll()
+    assert _rows(followed) == got
+
+
+def _printed(logs_: list[dict]) -> str:
+    from transformers import TrainingArguments
+    from transformers.trainer_callback import PrinterCallback, TrainerControl, TrainerState
+
+    args = TrainingArguments(output_dir="/nonexistent", report_to=[])
+    state, control, out = TrainerState(), TrainerControl(), io.StringIO()
+    with redirect_stdout(out):
+        for d in logs_:
+            PrinterCallback().on_log(args, state, control, logs=d)
+    return out.getvalue()
+
+
+def _training(steps: range, per_epoch: int) -> list[dict]:
+    return [{"loss": 1 / s, "grad_norm": 0.5, "epoch": s / per_epoch} for s in steps]
+
+
+def _summary(steps: int, epoch: float, runtime: float = 12.5) -> dict:
+    return {
+        "train_runtime": runtime,
+        "train_steps_per_second": round(steps / runtime, 3),
+        "train_loss": 0.1,
+        "epoch": epoch,
+    }
+
+
+@pytest.mark.parametrize(
+    ("case", "printed"),
+    [
+        # resumed at step 60: the summary counts the 40 steps of this call
+        ("resumed", [*_training(range(70, 101, 10), 50), _summary(40, 2.0)]),
+        # the head of the console is missing (logs from step 50 on)
+        ("cut head", [*_training(range(50, 101, 10), 50), _summary(100, 2.0)]),
+        # the last training log is two intervals before the end
+        ("last log early", [*_training(range(10, 81, 10), 50), _summary(100, 2.0)]),
+        # two trainings in one console
+        ("two runs", _training(range(10, 31, 10), 30) + [_summary(30, 1.0)] * 2),
+        (
+            "log after",
+            [*_training(range(10, 31, 10), 30), _summary(30, 1.0), *_training(range(40, 41), 30)],
+        ),
+        ("no epochs", [{"loss": 0.5}] * 3 + [_summary(30, 1.0)]),
+    ],
+)
+def test_a_console_of_stdout_alone_keeps_ordinals_when_the_epochs_do_not_fit(
+    tmp_path: Path, case: str, printed: list[dict]
+) -> None:
+    """No step is guessed when the dicts and the summary do not fit one run from step 0,
+    logged at a fixed interval, to its end."""
+    f = tmp_path / "train.out"
+    f.write_text(_printed(printed))
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    assert info.hparams["steps"].startswith("log ordinals"), case
+    assert frame.steps(info.name)[1] == 1
+
+
+def test_a_console_of_transformers_4_keeps_its_ordinals(tmp_path: Path) -> None:
+    """transformers < 5 printed numbers as numbers and its summary counted the planned steps:
+    a run stopped early (here at 20 of 100 steps) would fit a grid 5x too wide, so the
+    summary is not taken from it."""
+    printed = [{"loss": 0.5, "epoch": 0.2}, {"loss": 0.4, "epoch": 0.4}]
+    printed.append({"train_runtime": 12.5, "train_steps_per_second": 8.0, "epoch": 0.4})
+    f = tmp_path / "train.out"
+    f.write_text("".join(f"{d}\n" for d in printed))
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    assert info.hparams["steps"].startswith("log ordinals")
+    assert frame.steps(info.name) == (2, 1, 2)
+
+
+def test_a_console_of_stdout_alone_fits_the_grid_at_scale(tmp_path: Path) -> None:
+    """5,001 steps logged every 10 over 3 epochs of 1,667 steps, epochs printed to 4
+    significant digits and the summary's figures too (5,001 steps within ~0.1%): every
+    training log's step exact; an evaluation at its own step where its printed epoch pins it,
+    else left out and said; a live `tail` that handed out ordinals hands out the whole run
+    again, renumbered, when the summary comes."""
+    printed = []
+    for s in range(1, 5002):
+        if s % 10 == 0:
+            printed.append({"loss": 1 / s, "epoch": s / 1667})
+        if s % 1667 == 0:
+            printed.append({"eval_loss": 0.5, "epoch": s / 1667})
+    text = _printed([*printed, _summary(5001, 3.0, runtime=3721.37)])
+    f = tmp_path / "train.out"
+    f.write_text(text)
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    rows = _rows(frame)
+    assert sorted(s for t, s in rows if t == "loss") == list(range(10, 5001, 10))
+    evals = sorted(s for t, s in rows if t == "eval_loss")
+    assert evals and set(evals) <= {1667, 3334, 5001}  # pinned by the epoch, or left out:
+    if len(evals) < 3:
+        assert any("evaluation dicts whose printed epoch" in w for w in info.warnings)
+    live = tmp_path / "live.out"
+    cut = text.index("{'train_runtime'")
+    live.write_text(text[:cut])
+    follower = logs.Follower(live)
+    first = follower.poll()
+    (said,) = first.runs.values()
+    assert first.steps(said.name)[2] == 500 and not said.replaces  # ordinals so far
+    with live.open("a") as fh:
+        fh.write(text[cut:])
+    again = follower.poll()  # the whole run again, renumbered, as diagnose reads it
+    (info_again,) = again.runs.values()
+    assert info_again.replaces
+    assert _rows(again) == rows
+    assert follower.poll().data.empty
+
+
+def _g4(x: float) -> str:
+    return f"{x:.4g}"  # how transformers >= 5 prints every float of a log
+
+
+@given(
+    steps=st.integers(1, 30_000),
+    interval=st.integers(1, 700),
+    per_epoch=st.integers(1, 8_000),
+    first=st.booleans(),
+    runtime=st.floats(0.5, 500_000),
+    resumed_at=st.integers(0, 30_000),
+)
+@settings(max_examples=400, deadline=None)
+def test_steps_from_epochs_are_exact_or_not_given(
+    steps: int, interval: int, per_epoch: int, first: bool, runtime: float, resumed_at: int
+) -> None:
+    """Whatever the run's length, logging interval, epoch size and speed, with every number
+    printed to 4 significant digits as transformers prints it: the steps given back are the
+    true ones (training logs, and evaluations at epochs' ends where the printed epoch pins
+    them; the others are left out), or none are given. A resumed
+    run (its summary counting only the steps after the resume) is never renumbered wrongly."""
+    from rlwatch.sources.logs._text import epoch_steps
+
+    # resumed from a checkpoint saved after the first log (one saved before it, save_steps <
+    # logging_steps, is a run of fewer steps logged at a smaller interval to every figure)
+    start = resumed_at if interval <= resumed_at < steps else 0
+    truth = [s for s in range(start + 1, steps + 1) if s % interval == 0 or (first and s == 1)]
+    every, want = [], []
+    for s in range(start + 1, steps + 1):
+        if s % interval == 0 or (first and s == 1 and not start):
+            every.append((float(_g4(s / per_epoch)), False))
+            want.append(s)
+        if s % per_epoch == 0:
+            every.append((float(_g4(s / per_epoch)), True))
+            want.append(s)
+    train = [e for e, ev in every if not ev]
+    if not train or len(every) > 4000:
+        return
+    trained = steps - start
+    summary = {
+        "train_runtime": _g4(round(runtime, 4)),
+        "train_steps_per_second": _g4(round(trained / round(runtime, 4), 3)),
+        "epoch": _g4(steps / per_epoch),
+    }
+    got = epoch_steps(train, every, summary)
+    if got is not None:  # an evaluation whose epoch does not pin its step is left out (-1)
+        assert len(got) == len(want)
+        for g, w, (_, evaluation) in zip(got, want, every, strict=True):
+            assert g == w or (g == -1 and evaluation), (g, w, truth[:3])

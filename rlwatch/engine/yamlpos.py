@@ -97,6 +97,8 @@ def load(path: str | Path, text: str | None = None) -> Located:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
+        if "nesting depth" in problem:  # PyYAML >= 6.0.3 has a limit of its own
+            problem = f"nested too deeply (limit {MAX_DEPTH} levels)"
         raise RuleFileError(
             f"invalid YAML: {problem}",
             p,

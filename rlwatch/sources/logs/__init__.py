@@ -11,6 +11,7 @@ never parsed (it may be a line still being written): a warning says so.
 from __future__ import annotations
 
 import os
+from array import array
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -297,6 +298,8 @@ class Follower:
         self._stamp: tuple[float, int] | None = None
         self.lineno = 1
         self.tail: Any = None
+        self.kept: list[dict[str, array]] = []  # rows handed out with log ordinals
+        self.kept_rows = 0
 
     def poll(self) -> RunFrame:
         if not self.path.exists() and self.tail is None:
@@ -316,6 +319,13 @@ class Follower:
         for text in self.tail.blocks():
             self.parser.feed(text, self.lineno)
             self.lineno += text.count("\n")
+        parser = self.parser
+        if (
+            getattr(parser, "summary", None) is not None
+            and parser.ordinal_steps
+            and not parser.after_summary
+        ):
+            return self._renumbered()
         if "Final" in getattr(self.parser, "validation", {}):
             # verl's Initial/Final validation dicts are decided once the Final one is printed
             # (the end of training: every step line is in), as the batch reader decides them
@@ -341,13 +351,55 @@ class Follower:
                 self.cols.add(int(step), cols.tags[code], float(value))
         return self._delta()
 
+    def _renumbered(self) -> RunFrame:
+        """A console without steps whose summary is now printed: its steps from the epochs,
+        as diagnose reads it. The whole run again, renumbered, if rows were handed out with
+        ordinals (`RunInfo.replaces`: `tail` evaluates it afresh); else as it was."""
+        parser, cols = self.parser, self.cols
+        now = cols.codes, cols.steps, cols.values
+        if self.kept:
+            for name, kind in (("codes", "i"), ("steps", "q"), ("values", "d")):
+                whole = array(kind)
+                for part in self.kept:
+                    whole.extend(part[name])
+                whole.extend(getattr(cols, name))
+                setattr(cols, name, whole)
+            parser.offset = 0
+        parser.settle_steps()
+        if parser.step_of is None:  # not renumbered: the ordinals stand, for good
+            cols.codes, cols.steps, cols.values = now
+            parser.after_summary = True
+            self.kept = []
+            return self._delta()
+        replaces = bool(self.kept)
+        self.kept = []
+        frame = self._delta()
+        if replaces:
+            for info in frame.runs.values():
+                info.replaces = True
+        return frame
+
     def _delta(self) -> RunFrame:
         if not len(self.cols):
             return RunFrame.empty()
-        self.last_step = self.cols.max_step()
-        frame = _frame(self.path, self.fmt or "", self.cols, None)
-        self.cols.clear_rows()
+        parser, cols = self.parser, self.cols
+        if getattr(parser, "ordinal_steps", False) and not parser.after_summary:
+            # rows with log ordinals: kept, to be renumbered once the summary is printed
+            n = len(cols.steps)
+            if self.kept_rows + n <= MAX_KEPT_ROWS:
+                self.kept.append({k: getattr(cols, k)[:] for k in ("codes", "steps", "values")})
+                self.kept_rows += n
+                parser.offset += n
+            else:
+                parser.after_summary = True  # too long to keep: the ordinals stand
+                self.kept = []
+        self.last_step = cols.max_step()
+        frame = _frame(self.path, self.fmt or "", cols, None)
+        cols.clear_rows()
         return frame
+
+
+MAX_KEPT_ROWS = 5_000_000  # a step-less console's rows kept by `tail` for its renumbering
 
 
 def iter_formats() -> Iterable[str]:

@@ -15,6 +15,8 @@ from array import array
 from html.parser import HTMLParser
 from typing import Any
 
+import numpy as np
+
 from rlwatch.errors import UsageError
 from rlwatch.sources.logs._cols import Cols, lines
 from rlwatch.sources.logs._verl import ANSI, literal_dict
@@ -92,6 +94,13 @@ class PythonDicts:
         self.cols = cols
         self.ordinal = 0
         self.ordinal_steps = False
+        # each step-less dict's rows (start, end), epoch and whether it is an evaluation's,
+        # and the end-of-training summary: together they give the steps back (`epoch_steps`)
+        self.dicts: list[tuple[int, int, float, bool]] = []
+        self.summary: dict[str, Any] | None = None
+        self.after_summary = False  # a training log printed after the summary
+        self.step_of: np.ndarray | None = None  # ordinal -> step, once renumbered
+        self.offset = 0  # rows a follower has handed out and cleared from `cols`
         # a dict without a step waits for the next line: tqdm's redrawn bar gives its step
         self.held: dict[str, Any] | None = None
         self.bar_steps: bool | None = None  # decided by the first step-less dict
@@ -177,6 +186,8 @@ class PythonDicts:
             return
         if "train_runtime" in d or "train_loss" in d:
             cols.facts.update({f"summary/{k}": _fact(v) for k, v in d.items()})
+            self.after_summary = self.summary is not None  # a second training's summary
+            self.summary = d
             return
         if not any(_numberish(v) for k, v in d.items() if k != "step"):
             cols.skip("printed dicts without a number")
@@ -191,10 +202,26 @@ class PythonDicts:
 
     def _ordinal(self, d: dict[str, Any]) -> None:
         # an evaluation's dict is printed right after the training log of its step
-        if not (self.ordinal and _eval_only(d)):
+        evaluation = bool(self.ordinal) and _eval_only(d)
+        if not evaluation:
             self.ordinal += 1
+            if self.summary is not None:
+                self.after_summary = True
+        if self.step_of is not None:  # renumbered already (`tail`): the summary's evaluation
+            if self.ordinal < len(self.step_of):
+                self.cols.add_mapping(int(self.step_of[self.ordinal]), d, strings=True)
+            else:
+                self.cols.skip("printed training logs after the run's summary")
+            return
         self.ordinal_steps = True
+        start = self.offset + len(self.cols.steps)
         self.cols.add_mapping(self.ordinal, d, strings=True)
+        if len(self.dicts) < MAX_DICTS:
+            epoch = _fact(d.get("epoch"))
+            epoch = epoch if isinstance(epoch, float) else math.nan
+            self.dicts.append((start, self.offset + len(self.cols.steps), epoch, evaluation))
+        else:
+            self.after_summary = True  # too many to renumber: ordinals
 
     def _place(self, bar: int | None) -> None:
         """The held dict, now that the line after it is known: at the step of the bar redrawn
@@ -228,10 +255,152 @@ class PythonDicts:
                 )
             else:
                 self._place(None)
-        if self.ordinal_steps:
+        self.settle_steps()
+
+    def settle_steps(self) -> None:
+        """Say where the steps came from; step-less dicts get their steps from their epochs
+        when the run's summary is in (`steps_from_epochs`)."""
+        if self.ordinal_steps and self.steps_from_epochs():
+            self.cols.facts["steps"] = (
+                "each printed dict's epoch, scaled by the steps of the run's summary "
+                "(train_runtime x train_steps_per_second)"
+            )
+        elif self.ordinal_steps:
             self.cols.facts["steps"] = "log ordinals (the printed dicts carry no step)"
         elif self.bar_steps:
             self.cols.facts["steps"] = "the progress bar's count printed with each dict"
+
+    def steps_from_epochs(self) -> bool:
+        """Give a console without steps (stdout alone: tqdm's bars went to stderr, or
+        `disable_tqdm`) its steps back, once the run's summary is printed: renumber its rows
+        from log ordinals to steps (`epoch_steps`). False, and the ordinals kept, when the
+        dicts and the summary do not fit one run logged at a fixed interval."""
+        if self.summary is None or self.after_summary or not self.dicts or self.offset:
+            return False
+        steps = epoch_steps(
+            [e for _, _, e, ev in self.dicts if not ev],
+            [(e, ev) for _, _, e, ev in self.dicts],
+            self.summary,
+        )
+        if steps is None:
+            return False
+        cols = self.cols
+        view = np.frombuffer(cols.steps, np.int64)
+        lookup = [0]  # ordinal -> step (a later evaluation's dict joins its training log)
+        for (start, end, _, evaluation), step in zip(self.dicts, steps, strict=True):
+            view[start:end] = step
+            if not evaluation:
+                lookup.append(step)
+        self.step_of = np.array(lookup, np.int64)
+        if -1 in steps:
+            keep = view != -1
+            cols.skip(
+                "evaluation dicts whose printed epoch does not give their step",
+                steps.count(-1),
+            )
+            for name, kind in (("codes", "i"), ("steps", "q"), ("values", "d"), ("walls", "d")):
+                old = getattr(cols, name)
+                if old is not None:
+                    setattr(cols, name, array(kind, np.frombuffer(old, old.typecode)[keep]))
+        self.ordinal_steps = False
+        return True
+
+
+MAX_DICTS = 1_000_000
+
+
+def epoch_steps(
+    train: list[float], every: list[tuple[float, bool]], summary: dict[str, Any]
+) -> list[int] | None:
+    """The step of each of a run's printed dicts (`every`: epoch, evaluation or not) from its
+    epoch and the run's summary, or None when they do not fit one run logged at a fixed
+    interval (`train`: the training logs' epochs).
+
+    transformers' summary says how many steps the training ran: train_runtime x
+    train_steps_per_second (both printed to 4 significant digits, so within ~0.1%); this is
+    taken only from transformers >= 5, which prints numbers as strings and counts the steps
+    run (older versions count the planned steps: a run stopped early would be scaled). An epoch
+    is then (that many steps) / (the summary's epoch) steps, and a log's step its epoch times
+    that. Trainer logs every `logging_steps` (or every epoch), so the k-th training log is at
+    k x interval (with `logging_first_step`, the first is at step 1) and the last is within
+    one interval of the end: each estimate must be within the printed precision of that grid,
+    else nothing is guessed. An evaluation (at an epoch's end, or with a training log) is at
+    its own epoch's step, between the training logs around it. A resumed run (the summary
+    counts only the steps of this call, so its first log is not the first multiple) or a
+    console whose head is missing does not fit and keeps its ordinals."""
+    if not isinstance(summary.get("train_runtime"), str):
+        return None  # transformers < 5 (numbers printed as numbers) counts the planned steps
+    try:
+        runtime, per_second, final = (
+            float(summary[k]) for k in ("train_runtime", "train_steps_per_second", "epoch")
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not all(math.isfinite(x) and x > 0 for x in (runtime, per_second, final)):
+        return None
+    if runtime * per_second > 1e12:
+        return None  # no run is that long: not a summary to trust
+    n = runtime * per_second  # the steps run, within `rel` of it:
+    # every figure printed to 4 significant digits, and the steps a second rounded to 3
+    # decimals first (0.033 steps/s, a GRPO step of 30 s, is known to 1.5%)
+    rel = 0.002 + 0.0005 / per_second
+    if rel > 0.02:
+        return None  # slower than a step in 36 s: the run's length is not known well enough
+    if not 3 <= len(train) <= n * (1 + rel) + 1 or not all(map(math.isfinite, train)):
+        return None  # every training log needs its epoch; fewer than 3 leave nothing to check
+    est = [e / final * n for e in train]
+    first = 1 if abs(est[0] - 1) <= 0.25 + rel and est[1] - est[0] > 1.5 + 2 * rel * est[1] else 0
+    grid = est[first:]
+    ks = range(1, len(grid) + 1)
+    fitted = sum(k * e for k, e in zip(ks, grid, strict=True)) / sum(k * k for k in ks)
+    interval = round(fitted)
+    if interval < 1 or rel * fitted > 0.4:
+        return None  # the interval is not known to the step
+    steps = [1] * first + [k * interval for k in ks]
+    if any(abs(s - e) > 0.25 + rel * s for s, e in zip(steps, est, strict=True)):
+        return None
+    if not n * (1 - rel) - interval - 0.5 < steps[-1] <= n * (1 + rel) + 0.5:
+        return None  # the last training log is the last multiple of the interval
+    # the steps of an epoch, fitted to the training logs (their steps now exact; the rounding
+    # of their printed epochs averages out) rather than taken from the summary's figures
+    per_epoch = sum(s * e for s, e in zip(steps, train, strict=True)) / sum(e * e for e in train)
+    fit = 5e-4 / math.sqrt(len(train))
+    out, k = [], -1  # k: the last training log so far
+    for epoch, evaluation in every:
+        if not evaluation:
+            k += 1
+            out.append(steps[k])
+            continue
+        low = steps[k] if k >= 0 else 0
+        high = steps[k + 1] if k + 1 < len(steps) else n * (1 + rel) + 0.5
+        if not math.isfinite(epoch) or epoch <= 0:
+            out.append(low)
+            continue
+        e = epoch * per_epoch
+        printed = f"{epoch:.4g}"
+        if k >= 0 and epoch == train[k]:
+            # with the training log of its step, if no other step prints the same epoch
+            near = _steps_printing(printed, low, per_epoch, fit)
+            out.append(low if near == [low] else -1)
+            continue
+        near = _steps_printing(printed, round(e), per_epoch, fit)
+        # its step, if exactly one step prints its epoch (4 significant digits: '101' may be
+        # 100.95), whatever the fitted epoch's small error
+        out.append(near[0] if len(near) == 1 and low < near[0] <= high else -1)
+    return out
+
+
+def _steps_printing(printed: str, around: int, per_epoch: float, fit: float) -> list[int]:
+    """The steps near `around` whose epoch prints as `printed`, anywhere within the fitted
+    epoch's error."""
+    return sorted(
+        {
+            s
+            for scale in (1 - fit, 1 - fit / 2, 1, 1 + fit / 2, 1 + fit)
+            for s in range(max(around - 3, 0), around + 4)
+            if f"{s / (per_epoch * scale):.4g}" == printed
+        }
+    )
 
 
 def sniff_wrapped_dicts(lines: list[str]) -> bool:
