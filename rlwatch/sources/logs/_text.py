@@ -317,17 +317,19 @@ def epoch_steps(
     interval (`train`: the training logs' epochs).
 
     transformers' summary says how many steps the training ran: train_runtime x
-    train_steps_per_second (both printed to 4 significant digits, so within ~0.1%); this is
-    taken only from transformers >= 5, which prints numbers as strings and counts the steps
-    run (older versions count the planned steps: a run stopped early would be scaled). An epoch
-    is then (that many steps) / (the summary's epoch) steps, and a log's step its epoch times
-    that. Trainer logs every `logging_steps` (or every epoch), so the k-th training log is at
-    k x interval (with `logging_first_step`, the first is at step 1) and the last is within
-    one interval of the end: each estimate must be within the printed precision of that grid,
-    else nothing is guessed. An evaluation (at an epoch's end, or with a training log) is at
-    its own epoch's step, between the training logs around it. A resumed run (the summary
-    counts only the steps of this call, so its first log is not the first multiple) or a
-    console whose head is missing does not fit and keeps its ordinals."""
+    train_steps_per_second (printed to 4 significant digits, the steps a second rounded to 3
+    decimals first: within 0.2-2%, or not used). It is taken only from transformers >= 5, which
+    prints numbers as strings and counts the steps run (older versions count the planned steps:
+    a run stopped early would be scaled). An epoch is then (that many steps) / (the summary's
+    epoch) steps, and a log's step its epoch times that. Trainer logs every `logging_steps` (or
+    every epoch), so the k-th training log is at k x interval (with `logging_first_step`, the
+    first is at step 1) and the last is within one interval of the end: each estimate must be
+    within the printed precision of that grid, else nothing is guessed. An evaluation (at an
+    epoch's end, or with a training log) is at its own epoch's step when no other step prints
+    the same epoch (else -1: left out). A run resumed after its first log (the summary counts
+    only the steps of this call, so its first log is not the first multiple) or a console whose
+    head is missing does not fit and keeps its ordinals; a resume before the first log cannot be
+    told from a shorter run."""
     if not isinstance(summary.get("train_runtime"), str):
         return None  # transformers < 5 (numbers printed as numbers) counts the planned steps
     try:
