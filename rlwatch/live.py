@@ -257,16 +257,15 @@ class Watch:
                 events.append(Event("file", new, f"now named {new} (was {old})"))
         for name, info in delta.runs.items():
             rows = delta.run_data(name) if len(delta.runs) > 1 else delta.data
-            if info.replaces and self.runs.pop(name, None) is not None:
-                events.append(
-                    Event(
-                        "file",
-                        name,
-                        f"steps now {info.hparams.get('steps')}: "
-                        "evaluated again from the first log",
-                    )
-                )
-            events += self._absorb(name, info, rows, now)
+            # the whole run again, renumbered (a console's steps given back by its summary):
+            # evaluated afresh, as diagnose reads it
+            replaced = info.replaces and self.runs.pop(name, None) is not None
+            if replaced:
+                steps = info.hparams.get("steps")
+                msg = f"steps now {steps}: evaluated again from the first log"
+                events.append(Event("file", name, msg))
+            absorbed = self._absorb(name, info, rows, now)
+            events += [e for e in absorbed if not (replaced and e.kind == "appeared")]
         return events
 
     def _absorb(self, name: str, info: RunInfo, rows: pd.DataFrame, now: float) -> list[Event]:

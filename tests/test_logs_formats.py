@@ -590,3 +590,28 @@ def test_steps_from_epochs_are_exact_or_not_given(
         assert len(got) == len(want)
         for g, w, (_, evaluation) in zip(got, want, every, strict=True):
             assert g == w or (g == -1 and evaluation), (g, w, truth[:3])
+
+
+def test_tail_of_a_console_of_stdout_alone_ends_where_diagnose_does(tmp_path: Path) -> None:
+    """`tail` follows a real run's stdout while it is written (log ordinals: no step anywhere);
+    when the summary comes, the run is handed out again renumbered and evaluated afresh (one
+    event says so, no second "appeared"), and its verdicts are diagnose's on the whole file."""
+    from rlwatch.api import load_rules
+    from rlwatch.live import Watch
+
+    text = _stdout_alone(CORPUS / "ho11-online-dpo-lr4e-2-noclip-s28")
+    cut = text.index("{'train_runtime'")
+    f = tmp_path / "train.out"
+    f.write_text(text[:cut])
+    watch = Watch([str(f)], load_rules(), stale_after=1e9, stall_floor=1e9)
+    assert [e.kind for e in watch.poll()] == ["appeared"]
+    with f.open("a") as fh:
+        fh.write(text[cut:])
+    events = watch.poll()
+    assert [e.kind for e in events][0] == "file" and "evaluated again" in events[0].message
+    assert "appeared" not in [e.kind for e in events]
+    live = {(v.code, v.state) for v in watch.verdicts() if v.state != "skipped"}
+    r = runner.invoke(app, ["diagnose", str(f), "--format", "json", "--exit-zero"])
+    batch = {(v["code"], v["state"]) for v in json.loads(r.stdout)["verdicts"]}
+    assert live == {x for x in batch if x[1] != "skipped"}
+    assert ("RW06", "firing") in live
