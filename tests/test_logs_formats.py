@@ -608,7 +608,7 @@ def test_tail_of_a_console_of_stdout_alone_ends_where_diagnose_does(tmp_path: Pa
     with f.open("a") as fh:
         fh.write(text[cut:])
     events = watch.poll()
-    assert [e.kind for e in events][0] == "file" and "evaluated again" in events[0].message
+    assert events[0].kind == "file" and "evaluated again" in events[0].message
     assert "appeared" not in [e.kind for e in events]
     live = {(v.code, v.state) for v in watch.verdicts() if v.state != "skipped"}
     r = runner.invoke(app, ["diagnose", str(f), "--format", "json", "--exit-zero"])
