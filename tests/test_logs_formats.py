@@ -615,3 +615,20 @@ def test_tail_of_a_console_of_stdout_alone_ends_where_diagnose_does(tmp_path: Pa
     batch = {(v["code"], v["state"]) for v in json.loads(r.stdout)["verdicts"]}
     assert live == {x for x in batch if x[1] != "skipped"}
     assert ("RW06", "firing") in live
+
+
+def test_a_console_with_more_dicts_than_kept_keeps_all_its_ordinals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the bound on the dicts remembered for renumbering, the summary that follows does
+    not renumber the ones remembered: every row keeps its ordinal, none is mixed."""
+    from rlwatch.sources.logs import _text
+
+    monkeypatch.setattr(_text, "MAX_DICTS", 6)  # the 7th dict, an evaluation's, is not kept
+    f = tmp_path / "train.out"
+    printed = [*_training(range(10, 61, 10), 60), {"eval_loss": 0.5, "epoch": 1.0}]
+    f.write_text(_printed([*printed, _summary(60, 1.0)]))
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    assert info.hparams["steps"].startswith("log ordinals")
+    assert sorted({s for _, s in _rows(frame)}) == [1, 2, 3, 4, 5, 6]

@@ -323,7 +323,7 @@ class Follower:
         if (
             getattr(parser, "summary", None) is not None
             and parser.ordinal_steps
-            and not parser.after_summary
+            and not parser.keep_ordinals
         ):
             return self._renumbered()
         if "Final" in getattr(self.parser, "validation", {}):
@@ -368,7 +368,7 @@ class Follower:
         parser.settle_steps()
         if parser.step_of is None:  # not renumbered: the ordinals stand, for good
             cols.codes, cols.steps, cols.values = now
-            parser.after_summary = True
+            parser.keep_ordinals = True
             self.kept = []
             return self._delta()
         replaces = bool(self.kept)
@@ -383,7 +383,7 @@ class Follower:
         if not len(self.cols):
             return RunFrame.empty()
         parser, cols = self.parser, self.cols
-        if getattr(parser, "ordinal_steps", False) and not parser.after_summary:
+        if getattr(parser, "ordinal_steps", False) and not parser.keep_ordinals:
             # rows with log ordinals: kept, to be renumbered once the summary is printed
             n = len(cols.steps)
             if self.kept_rows + n <= MAX_KEPT_ROWS:
@@ -391,7 +391,7 @@ class Follower:
                 self.kept_rows += n
                 parser.offset += n
             else:
-                parser.after_summary = True  # too long to keep: the ordinals stand
+                parser.keep_ordinals = True  # too long to keep
                 self.kept = []
         self.last_step = cols.max_step()
         frame = _frame(self.path, self.fmt or "", cols, None)

@@ -98,7 +98,9 @@ class PythonDicts:
         # and the end-of-training summary: together they give the steps back (`epoch_steps`)
         self.dicts: list[tuple[int, int, float, bool]] = []
         self.summary: dict[str, Any] | None = None
-        self.after_summary = False  # a training log printed after the summary
+        # the ordinals stand for good: a training log after the summary, a second summary,
+        # too many dicts, or (a follower) too many rows handed out, or a failed renumbering
+        self.keep_ordinals = False
         self.step_of: np.ndarray | None = None  # ordinal -> step, once renumbered
         self.offset = 0  # rows a follower has handed out and cleared from `cols`
         # a dict without a step waits for the next line: tqdm's redrawn bar gives its step
@@ -186,7 +188,8 @@ class PythonDicts:
             return
         if "train_runtime" in d or "train_loss" in d:
             cols.facts.update({f"summary/{k}": _fact(v) for k, v in d.items()})
-            self.after_summary = self.summary is not None  # a second training's summary
+            if self.summary is not None:  # a second training's summary
+                self.keep_ordinals = True
             self.summary = d
             return
         if not any(_numberish(v) for k, v in d.items() if k != "step"):
@@ -206,7 +209,7 @@ class PythonDicts:
         if not evaluation:
             self.ordinal += 1
             if self.summary is not None:
-                self.after_summary = True
+                self.keep_ordinals = True
         if self.step_of is not None:  # renumbered already (`tail`): the summary's evaluation
             if self.ordinal < len(self.step_of):
                 self.cols.add_mapping(int(self.step_of[self.ordinal]), d, strings=True)
@@ -221,7 +224,7 @@ class PythonDicts:
             epoch = epoch if isinstance(epoch, float) else math.nan
             self.dicts.append((start, self.offset + len(self.cols.steps), epoch, evaluation))
         else:
-            self.after_summary = True  # too many to renumber: ordinals
+            self.keep_ordinals = True  # too many to renumber
 
     def _place(self, bar: int | None) -> None:
         """The held dict, now that the line after it is known: at the step of the bar redrawn
@@ -275,7 +278,7 @@ class PythonDicts:
         `disable_tqdm`) its steps back, once the run's summary is printed: renumber its rows
         from log ordinals to steps (`epoch_steps`). False, and the ordinals kept, when the
         dicts and the summary do not fit one run logged at a fixed interval."""
-        if self.summary is None or self.after_summary or not self.dicts or self.offset:
+        if self.summary is None or self.keep_ordinals or not self.dicts or self.offset:
             return False
         steps = epoch_steps(
             [e for _, _, e, ev in self.dicts if not ev],
