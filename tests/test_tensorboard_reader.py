@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import FIXTURES, fixture_event_files, tb_record, write_tbx
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rlwatch.errors import SourceError
 from rlwatch.sources import _tfrecord, tensorboard
@@ -236,3 +238,112 @@ class TestFollower:
             polled[[*key, "value"]].sort_values(key).reset_index(drop=True),
             batch[[*key, "value"]].sort_values(key).reset_index(drop=True),
         )
+
+
+def _event_record(kind: int, step: int, tag: str, value: float) -> bytes:
+    """One framed record of several shapes: a simple scalar, a 0-d float tensor of the scalars
+    plugin, a summary of two values, a text summary, or a file_version event."""
+    import io
+
+    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    Value = summary_pb2.Summary.Value
+    if kind == 0:
+        values = [Value(tag=tag, simple_value=value)]
+    elif kind == 1:
+        t = tensor_pb2.TensorProto(dtype=1, float_val=[value])
+        meta = summary_pb2.SummaryMetadata(
+            plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+        )
+        values = [Value(tag=tag, tensor=t, metadata=meta)]
+    elif kind == 2:
+        values = [Value(tag=tag, simple_value=value), Value(tag=tag + "/b", simple_value=-value)]
+    elif kind == 3:
+        t = tensor_pb2.TensorProto(dtype=7, string_val=[tag.encode() * 40])
+        meta = summary_pb2.SummaryMetadata(
+            plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="text")
+        )
+        values = [Value(tag=tag + "/text", tensor=t, metadata=meta)]
+    else:
+        ev = event_pb2.Event(wall_time=1.7e9, file_version="brain.Event:2")
+        values = []
+    if values:
+        summary = summary_pb2.Summary(value=values)
+        ev = event_pb2.Event(wall_time=1.7e9 + step / 8, step=step, summary=summary)
+    buf = io.BytesIO()
+    RecordWriter(buf).write(ev.SerializeToString())
+    return buf.getvalue()
+
+
+def _read_all(path: Path, max_bytes: int | None) -> tuple[EventFileReader, list[np.ndarray]]:
+    reader, blocks = EventFileReader(str(path)), []
+    while True:
+        blocks.append(reader.read(max_bytes))
+        if not reader.more:
+            break
+    reader.finish()
+    cols = [np.concatenate([getattr(b, f) for b in blocks]) for f in ("step", "value")]
+    cols.append(np.asarray(reader.tags, dtype=object)[np.concatenate([b.tag for b in blocks])])
+    return reader, cols
+
+
+_RECORDS = st.lists(
+    st.tuples(
+        st.integers(0, 4),
+        st.integers(0, 2**40),
+        st.sampled_from(["a", "actor/entropy", "critic/score/mean", "x/" + "y" * 150]),
+        st.floats(width=32, allow_nan=False),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    records=_RECORDS,
+    block=st.integers(16, 700),
+    max_bytes=st.none() | st.integers(1, 2000),
+    damage=st.sampled_from(["none", "header", "payload", "cut"]),
+    where=st.integers(0, 39),
+)
+def test_any_block_size_reads_the_same_rows(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    records: list[tuple[int, int, str, float]],
+    block: int,
+    max_bytes: int | None,
+    damage: str,
+    where: int,
+) -> None:
+    """Blocks of a few bytes (records straddle them, records longer than a block grow it) and
+    reads bounded by `max_bytes` give the rows one whole-file read gives, corrupt or cut files
+    included: the reused block buffer carries what is left of a block into the next one."""
+    f = tmp_path / f"events.out.tfevents.{block}.{damage}.host"
+    raws = [_event_record(*r) for r in records]
+    data = bytearray(b"".join(raws))
+    at = sum(map(len, raws[: where % len(raws)]))
+    if damage == "header":
+        data[at] ^= 0x55
+    elif damage == "payload":
+        data[at + 14] ^= 0x01
+    elif damage == "cut":
+        del data[len(data) - 3 :]
+    f.write_bytes(bytes(data))
+    try:
+        whole, expected = _read_all(f, None)
+    except SourceError:
+        monkeypatch.setattr(_tfrecord, "BLOCK", block)
+        with pytest.raises(SourceError):
+            _read_all(f, max_bytes)
+        return
+    monkeypatch.setattr(_tfrecord, "BLOCK", block)
+    small, got = _read_all(f, max_bytes)
+    for a, b in zip(expected, got, strict=True):
+        assert np.array_equal(a, b)
+    assert (small.offset, small.records, small.texts) == (whole.offset, whole.records, whole.texts)
+    assert small.bad_records == whole.bad_records
+    assert bool(small.warnings) == bool(whole.warnings) == (damage != "none")

@@ -14,6 +14,7 @@ CRC32C. Nothing is sampled: every readable scalar comes back, in file order.
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 from collections.abc import Iterator
@@ -35,6 +36,8 @@ _HIGH_BITS = _U64(0x8080808080808080)
 _LOW7 = _U64(0x7F7F7F7F7F7F7F7F)
 # masks keeping the first k bytes of a little-endian word, k = 0..8
 _BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+# _TAG_MASKS[k][n]: the bytes of a tag of length n (< 128) inside its k-th 8-byte word
+_TAG_MASKS = _BYTE_MASKS[np.clip(np.arange(128) - 8 * np.arange(16)[:, None], 0, 8)]
 # bytes after the tag of a 0-d DT_FLOAT tensor value: field 8 (tensor), len 10, dtype=1,
 # empty shape, then float_val (packed, field 5) or tensor_content (field 4) of 4 bytes
 _TENSOR_FLOAT_VAL = int.from_bytes(bytes.fromhex("420a080112002a04"), "little")
@@ -63,12 +66,28 @@ def masked_crc(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
+@functools.cache
+def _crc_words() -> np.ndarray:
+    """Tables for the CRC32C of 8 bytes a 16-bit word at a time (slicing by 4 words): row j
+    maps the j-th little-endian word to its share of the CRC, the initial 0xFFFFFFFF folded
+    into rows 0 and 1. 1 MiB, built once."""
+    t = np.empty((8, 256), dtype=np.uint32)  # t[k][b]: byte b followed by k zero bytes
+    t[0] = _TABLE
+    for k in range(1, 8):
+        t[k] = (t[k - 1] >> np.uint32(8)) ^ _TABLE[t[k - 1] & np.uint32(0xFF)]
+    w = np.arange(1 << 16, dtype=np.uint32)
+    rows = np.stack([t[7 - 2 * j][w & 0xFF] ^ t[6 - 2 * j][w >> 8] for j in range(4)])
+    rows[:2] = rows[:2][:, w ^ 0xFFFF]
+    return rows
+
+
 def _masked_crc_of_lengths(lengths: np.ndarray) -> np.ndarray:
     """Masked CRC32C of each uint64 taken as its 8 little-endian bytes (the record header)."""
-    crc = np.full(lengths.shape, 0xFFFFFFFF, dtype=np.uint32)
-    for k in range(8):
-        byte = ((lengths >> _U64(8 * k)) & _U64(0xFF)).astype(np.uint32)
-        crc = _TABLE[(crc ^ byte) & np.uint32(0xFF)] ^ (crc >> np.uint32(8))
+    rows = _crc_words()
+    words = np.ascontiguousarray(lengths, dtype="<u8").view("<u2").reshape(-1, 4)
+    crc = rows[0][words[:, 0]] ^ rows[1][words[:, 1]]
+    crc ^= rows[2][words[:, 2]]
+    crc ^= rows[3][words[:, 3]]
     return _mask(crc ^ np.uint32(0xFFFFFFFF))
 
 
@@ -80,7 +99,7 @@ _RESYNC_TAIL = int.from_bytes(bytes.fromhex("f62e80b0"), "little")
 
 
 def _payloads_ok(
-    raw: bytes, buf: np.ndarray, starts: np.ndarray, data: np.ndarray, ends: np.ndarray
+    raw: memoryview, buf: np.ndarray, starts: np.ndarray, data: np.ndarray, ends: np.ndarray
 ) -> np.ndarray:
     """Which records' payloads match their CRC. Overwrites headers and footers in `buf`.
 
@@ -100,7 +119,9 @@ def _payloads_ok(
         if _crc32c(buf[int(data[0]) : int(ends[-1]) + 4].tobytes()) == _RESIDUE:
             return np.ones(starts.size, dtype=bool)
     pairs = zip(data.tolist(), ends.tolist(), strict=True)
-    crc = np.fromiter((_crc32c(raw[d:e]) for d, e in pairs), dtype=np.uint32, count=starts.size)
+    crc = np.fromiter(
+        (_crc32c(bytes(raw[d:e])) for d, e in pairs), dtype=np.uint32, count=starts.size
+    )
     return _mask(crc) == stored
 
 
@@ -195,35 +216,45 @@ class EventFileReader:
 
     # -- blocks -------------------------------------------------------------------------
     def _read_blocks(self, max_bytes: int | None = None) -> Iterator[Block]:
+        """Blocks read into one reused buffer (no fresh pages per block, no copy): the bytes
+        left after a block's last complete record open the next one."""
         self.more = False
         start = self.offset
+        buf = np.empty(0, dtype=np.uint8)
         with open(self.path, "rb") as f:
             f.seek(self.offset)
             pending = b""
             want = BLOCK
             while True:
-                chunk = f.read(want)
-                raw = pending + chunk if pending else chunk
-                if not raw:
+                k = len(pending)
+                if buf.size < k + want + _PAD:
+                    buf = np.empty(k + want + _PAD, dtype=np.uint8)
+                buf[:k] = np.frombuffer(pending, dtype=np.uint8)
+                got = f.readinto(memoryview(buf)[k : k + want])
+                n = k + got
+                if not n:
                     return
-                at_eof = len(chunk) < want
-                used, block = self._decode(raw, at_eof)
+                buf[n : n + _PAD] = 0
+                at_eof = got < want
+                raw = memoryview(buf)[:n]
+                used, block = self._decode(raw, buf, n, at_eof)
                 self.offset += used
                 if block is not None and len(block):
                     yield block
-                pending = raw[used:]
+                pending = bytes(raw[used:])  # its header bytes are as read: records < used
+                del raw
                 if at_eof:
                     return
                 if max_bytes is not None and self.offset - start >= max_bytes:
                     self.more = True  # a live follower catching up reads the rest next call
                     return
                 # a record longer than the block: read more before trying again
-                want = BLOCK if used else max(BLOCK, 2 * len(raw))
+                want = BLOCK if used else max(BLOCK, 2 * n)
 
-    def _decode(self, raw: bytes, at_eof: bool) -> tuple[int, Block | None]:
-        n = len(raw)
-        buf = np.zeros(n + _PAD, dtype=np.uint8)
-        buf[:n] = np.frombuffer(raw, dtype=np.uint8)
+    def _decode(
+        self, raw: memoryview, buf: np.ndarray, n: int, at_eof: bool
+    ) -> tuple[int, Block | None]:
+        """The records of buf[:n] (`raw` views it; n + _PAD bytes of buf hold zeros after)."""
         starts, lengths, used = self._frame(raw, buf, n, at_eof)
         if starts.size == 0:
             return used, None
@@ -243,7 +274,7 @@ class EventFileReader:
 
     # -- framing ------------------------------------------------------------------------
     def _frame(
-        self, raw: bytes, buf: np.ndarray, n: int, at_eof: bool
+        self, raw: memoryview, buf: np.ndarray, n: int, at_eof: bool
     ) -> tuple[np.ndarray, np.ndarray, int]:
         """Record starts and payload lengths of the complete records in raw, and bytes used."""
         if n < 12:
@@ -274,7 +305,7 @@ class EventFileReader:
         return s, ln, pos
 
     def _walk(
-        self, raw: bytes, buf: np.ndarray, n: int, pos: int, at_eof: bool
+        self, raw: memoryview, buf: np.ndarray, n: int, pos: int, at_eof: bool
     ) -> tuple[np.ndarray, np.ndarray, int]:
         """Exact sequential framing from pos, resynchronising after a corrupt header."""
         starts: list[int] = []
@@ -282,7 +313,7 @@ class EventFileReader:
         unpack = struct.unpack_from
         while pos + 12 <= n:
             length, hcrc = unpack("<QI", raw, pos)
-            if masked_crc(raw[pos : pos + 8]) != hcrc:
+            if masked_crc(bytes(raw[pos : pos + 8])) != hcrc:
                 nxt = self._resync(buf, n, pos + 1)
                 if nxt is None:
                     if not at_eof:
@@ -344,7 +375,9 @@ class EventFileReader:
         return None
 
     # -- decoding -----------------------------------------------------------------------
-    def _decode_events(self, raw: bytes, buf: np.ndarray, d: np.ndarray, e: np.ndarray) -> Block:
+    def _decode_events(
+        self, raw: memoryview, buf: np.ndarray, d: np.ndarray, e: np.ndarray
+    ) -> Block:
         """Decode Event payloads [d, e): vectorised for one-scalar events, protobuf otherwise."""
         u64 = _view(buf, "<u8")
         f64 = _view(buf, "<f8")
@@ -407,18 +440,20 @@ class EventFileReader:
             ok &= buf[pos + k] == byte
         return ok
 
-    def _tag_codes(self, raw: bytes, buf: np.ndarray, ts: np.ndarray, tl: np.ndarray) -> np.ndarray:
+    def _tag_codes(
+        self, raw: memoryview, buf: np.ndarray, ts: np.ndarray, tl: np.ndarray
+    ) -> np.ndarray:
         """Factorise tag bytes (hash of 8-byte words, verified per group) into reader codes."""
         import pandas as pd
 
         u64 = _view(buf, "<u8")
-        last = buf.size - 8
         nwords = (int(tl.max()) + 7) // 8 if tl.size else 0
         h = tl.astype(np.uint64) * _U64(0x9E3779B97F4A7C15)
         words = []
         for k in range(nwords):
-            rem = np.clip(tl - 8 * k, 0, 8)
-            w = u64[np.minimum(ts + 8 * k, last)] & _BYTE_MASKS[rem]
+            # a tag lies inside its record (the caller checked its length), so every word
+            # read starts before the block's end and ends inside its zero padding
+            w = u64[ts + 8 * k] & _TAG_MASKS[k][tl]
             words.append(w)
             h = (h ^ w) * _U64(0x100000001B3) + _U64(k + 1)
         local, uniq = pd.factorize(h)
@@ -430,26 +465,26 @@ class EventFileReader:
         lut = np.empty(len(uniq), dtype=np.int32)
         for j, i in enumerate(first.tolist()):
             s = int(ts[i])
-            lut[j] = self._code(raw[s : s + int(tl[i])].decode("utf-8", "replace"))
+            lut[j] = self._code(bytes(raw[s : s + int(tl[i])]).decode("utf-8", "replace"))
         codes = lut[local]
         if not same.all():  # a hash collision: settle those rows byte by byte
             for i in np.flatnonzero(~same).tolist():
                 s = int(ts[i])
-                codes[i] = self._code(raw[s : s + int(tl[i])].decode("utf-8", "replace"))
+                codes[i] = self._code(bytes(raw[s : s + int(tl[i])]).decode("utf-8", "replace"))
         return codes
 
     def _code(self, tag: str) -> int:
         return intern_tag(self.tags, self._tag_index, tag)
 
     def _decode_slow(
-        self, raw: bytes, order: np.ndarray, d: np.ndarray, e: np.ndarray
+        self, raw: memoryview, order: np.ndarray, d: np.ndarray, e: np.ndarray
     ) -> tuple[np.ndarray, ...]:
         from tensorboard.compat.proto import event_pb2
 
         out_order, codes, steps, values, walls = [], [], [], [], []
         for o, s, t in zip(order.tolist(), d.tolist(), e.tolist(), strict=False):
             try:
-                event = event_pb2.Event.FromString(raw[s:t])
+                event = event_pb2.Event.FromString(bytes(raw[s:t]))
             except Exception:
                 self.bad_records += 1
                 self.warnings.append(
