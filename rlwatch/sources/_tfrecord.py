@@ -391,17 +391,22 @@ class EventFileReader:
         ok &= ~has_step | (nb > 0)
         step = np.where(has_step, step, _U64(0))
         p = np.where(has_step, p + 1 + nb, p)
-        ok &= buf[p] == 0x2A
-        sl = buf[p + 1].astype(np.int64)
-        ok &= (sl < 128) & (buf[p + 2] == 0x0A)
-        vl = buf[p + 3].astype(np.int64)
-        ok &= (vl < 128) & (buf[p + 4] == 0x0A)
-        tl = buf[p + 5].astype(np.int64)
-        ok &= (tl < 128) & (p + 2 + sl == e) & (p + 4 + vl == e)
+        # summary (0x2A, len sl), its value (0x0A, len vl), the tag (0x0A, len tl): one word
+        # read; sl, vl and tl are one-byte varints (< 128)
+        word = u64[p]
+        ok &= (word & _U64(0x000080FF80FF80FF)) == _U64(0x0000000A000A002A)
+        sl = ((word >> _U64(8)) & _U64(0xFF)).astype(np.int64)
+        vl = ((word >> _U64(24)) & _U64(0xFF)).astype(np.int64)
+        tl = ((word >> _U64(40)) & _U64(0xFF)).astype(np.int64)
+        ok &= (p + 2 + sl == e) & (p + 4 + vl == e)
         q = p + 6 + tl  # first byte after the tag
-        simple = ok & (buf[q] == 0x15) & (q + 5 == e)
+        # simple_value (0x15) and its 4 bytes: one word read
+        word = u64[q]
+        simple = ok & ((word & _U64(0xFF)) == _U64(0x15)) & (q + 5 == e)
         fast = simple.copy()
-        value = f32[q + 1].astype(np.float64)
+        bits = ((word >> _U64(8)) & _U64(0xFFFFFFFF)).astype(np.uint32)
+        value = bits.view(np.float32).astype(np.float64)
+        del word, bits
         maybe = np.flatnonzero(ok & ~simple)
         if maybe.size:  # 0-d float tensors (tensorboard / TF2 scalar summaries)
             qm, em = q[maybe], e[maybe]
@@ -419,8 +424,10 @@ class EventFileReader:
             codes = self._tag_codes(raw, buf, (p + 6)[idx], tl[idx])
             rows.append((idx, codes, step[idx].astype(np.int64), value[idx], wall[idx]))
         # file_version events (b"brain.Event:2", once per file) carry nothing to decode
-        version = ~fast & (buf[d + 9] == 0x1A) & (d + 11 + buf[d + 10] == e)
-        slow = np.flatnonzero(~fast & ~version)
+        slow = np.flatnonzero(~fast)
+        if slow.size:
+            ds = d[slow]
+            slow = slow[~((buf[ds + 9] == 0x1A) & (ds + 11 + buf[ds + 10] == e[slow]))]
         if slow.size:
             rows.append(self._decode_slow(raw, slow, d[slow], e[slow]))
         if not rows:
