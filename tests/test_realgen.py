@@ -263,3 +263,49 @@ def test_generator_runs_the_installed_trl(tmp_path):
         lab = label_runs.label_run(run)
         assert lab["logs"] == 4
         assert "'loss'" in (run / "console.log").read_text()
+
+
+def _other_sources() -> list:
+    """(run, source) for every corpus run that transformers also logged to MLflow or W&B."""
+    cases = []
+    for d in sorted(RUNS.iterdir()):
+        if (d / "mlflow.db").exists():
+            cases.append(pytest.param(d.name, "mlflow", id=f"{d.name}-mlflow"))
+        if (d / "wandb").is_dir():
+            cases.append(pytest.param(d.name, "wandb", id=f"{d.name}-wandb"))
+    return cases
+
+
+@pytest.mark.parametrize(("name", "source"), _other_sources())
+def test_mlflow_and_wandb_give_the_tensorboard_verdicts(name: str, source: str, tmp_path):
+    """The same real TRL run, logged by transformers' own MLflow and W&B (offline) callbacks next
+    to TensorBoard, reads into a frame that gets the same verdicts, states and exit code."""
+    import json
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from rlwatch.cli.app import app
+
+    def verdicts(*args: str) -> tuple[int, dict, list[tuple[str, str, str]]]:
+        r = CliRunner().invoke(app, ["diagnose", *args, "--format", "json"])
+        assert r.exit_code in (0, 1), r.output[-2000:]
+        report = json.loads(r.stdout)
+        fired = [(v["code"], v["severity"], v["state"]) for v in report["verdicts"]]
+        return r.exit_code, report["counts"], sorted(f for f in fired if f[2] != "ok")
+
+    want = verdicts(str(RUNS / name / "tb"))
+    if source == "mlflow":
+        import mlflow
+
+        db = tmp_path / "mlflow.db"
+        shutil.copy(RUNS / name / "mlflow.db", db)  # the store may be migrated on open
+        uri = f"sqlite:///{db}"
+        client = mlflow.MlflowClient(uri)
+        (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+        got = verdicts(f"mlflow:{run.info.run_id}", "--tracking-uri", uri)
+    else:
+        (folder,) = (RUNS / name / "wandb").glob("offline-run-*")
+        got = verdicts(str(folder))
+    assert got == want  # exit code, rules evaluated / skipped, each verdict's state
+    assert want[1]["ok"] + want[1]["firing"] + want[1]["resolved"] >= 10
