@@ -458,8 +458,8 @@ class EventFileReader:
         h = tl.astype(np.uint64) * _U64(0x9E3779B97F4A7C15)
         words = []
         for k in range(nwords):
-            # a tag lies inside its record (the caller checked its length), so every word
-            # read starts before the block's end and ends inside its zero padding
+            # no clipping: a word read starts < 8 * 16 bytes past a tag that starts inside
+            # the block, so inside its padding; bytes past a tag's end are masked off
             w = u64[ts + 8 * k] & _TAG_MASKS[k][tl]
             words.append(w)
             h = (h ^ w) * _U64(0x100000001B3) + _U64(k + 1)
