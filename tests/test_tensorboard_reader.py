@@ -347,3 +347,46 @@ def test_any_block_size_reads_the_same_rows(
     assert (small.offset, small.records, small.texts) == (whole.offset, whole.records, whole.texts)
     assert small.bad_records == whole.bad_records
     assert bool(small.warnings) == bool(whole.warnings) == (damage != "none")
+
+
+def test_a_record_longer_than_any_scalar_is_stepped_over_in_bounded_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record longer than MAX_RECORD (a huge image or graph; or a header that lies, with a
+    valid CRC) is not read into memory: a complete one is stepped over and counted, one that
+    runs past the end of the file stops the read with the bytes left unread reported."""
+    import tracemalloc
+
+    monkeypatch.setattr(_tfrecord, "BLOCK", 4096)
+    monkeypatch.setattr(_tfrecord, "MAX_RECORD", 8192)
+    head = b"".join(_event_record(0, s, "actor/entropy", 0.5 + s) for s in range(40))
+    big = _event_record(3, 41, "x" * 2000, 0.0)  # a text summary of ~80 KB
+    assert len(big) > 8192
+    tail = b"".join(_event_record(0, s, "actor/entropy", 0.5 + s) for s in range(42, 80))
+    f = tmp_path / "events.out.tfevents.1.long"
+    f.write_bytes(head + big + tail)
+    reader = EventFileReader(str(f))
+    block = reader.read()
+    reader.finish()
+    assert block.step.tolist() == list(range(40)) + list(range(42, 80))
+    assert reader.other_events == 1 and not reader.warnings and not reader.texts
+    assert reader.offset == f.stat().st_size
+
+    length = 1 << 39  # 512 GiB declared, with a valid header CRC
+    header = struct.pack("<Q", length) + struct.pack(
+        "<I", _tfrecord.masked_crc(struct.pack("<Q", length))
+    )
+    f.write_bytes(head + header + os.urandom(2 << 20))
+    reader = EventFileReader(str(f))
+    _tfrecord._crc_words()  # its tables (1 MiB) are built once, on first use
+    tracemalloc.start()
+    try:
+        block = reader.read()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    reader.finish()
+    assert block.step.tolist() == list(range(40))
+    assert peak < 200_000, f"{peak} bytes traced for a read of 4 KiB blocks"
+    (warning,) = reader.warnings
+    assert "last record truncated" in warning and f"at byte {len(head)}" in warning

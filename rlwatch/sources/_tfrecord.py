@@ -28,6 +28,9 @@ except ImportError:  # pragma: no cover - google-crc32c is a hard dependency
     from google_crc32c.python import value as _crc32c  # type: ignore[no-redef]
 
 BLOCK = 16 << 20  # bytes read per block
+# a record longer than this is stepped over unread (no scalar event comes near it): reading
+# stays bounded however long a record a header declares
+MAX_RECORD = 64 << 20
 _PAD = 512  # zero bytes after each block: fixed-offset reads past a record stay inside
 _MASK_DELTA = 0xA282EAD8
 _U64 = np.uint64
@@ -248,6 +251,17 @@ class EventFileReader:
                 if max_bytes is not None and self.offset - start >= max_bytes:
                     self.more = True  # a live follower catching up reads the rest next call
                     return
+                if len(pending) >= 12:
+                    length, hcrc = struct.unpack_from("<QI", pending)
+                    if length > MAX_RECORD and masked_crc(pending[:8]) == hcrc:
+                        end = self.offset + 16 + length
+                        if end > os.fstat(f.fileno()).st_size:
+                            return  # not all there: the next read, or finish(), says so
+                        f.seek(end)  # a huge image, graph or blob: not a scalar
+                        self.offset, pending, want = end, b"", BLOCK
+                        self.records += 1
+                        self.other_events += 1
+                        continue
                 # a record longer than the block: read more before trying again
                 want = BLOCK if used else max(BLOCK, 2 * n)
 
