@@ -301,7 +301,7 @@ _RECORDS = st.lists(
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     records=_RECORDS,
@@ -390,3 +390,39 @@ def test_a_record_longer_than_any_scalar_is_stepped_over_in_bounded_memory(
     assert peak < 200_000, f"{peak} bytes traced for a read of 4 KiB blocks"
     (warning,) = reader.warnings
     assert "last record truncated" in warning and f"at byte {len(head)}" in warning
+
+
+@pytest.mark.parametrize("after", ["records", "nothing"])
+def test_unreadable_bytes_across_many_reads_cost_one_warning_and_bounded_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, after: str
+) -> None:
+    """Random bytes (or zeros) longer than many reads, after good records: the reader drops
+    what it has scanned instead of holding it, and says once where the unreadable run began
+    and how long it was (up to the next valid record, or to the end)."""
+    import tracemalloc
+
+    monkeypatch.setattr(_tfrecord, "BLOCK", 4096)
+    head = b"".join(_event_record(0, s, "actor/entropy", 0.5 + s) for s in range(40))
+    junk = os.urandom(150_000) + bytes(100_000)
+    tail = b"".join(_event_record(0, s, "actor/entropy", 0.5 + s) for s in range(40, 60))
+    f = tmp_path / "events.out.tfevents.1.junk"
+    f.write_bytes(head + junk + (tail if after == "records" else b""))
+    reader = EventFileReader(str(f))
+    _tfrecord._crc_words()  # its tables (1 MiB) are built once, on first use
+    tracemalloc.start()
+    try:
+        block = reader.read()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    reader.finish()
+    (warning,) = reader.warnings
+    if after == "records":
+        assert block.step.tolist() == list(range(60))
+        assert f"corrupt record header at byte {len(head)}; skipped {len(junk)} bytes" in warning
+        assert reader.bad_records == 1
+    else:
+        assert block.step.tolist() == list(range(40))
+        assert f"{len(junk)} unreadable bytes from byte {len(head)} to the end" in warning
+    assert reader.offset == f.stat().st_size
+    assert peak < 400_000, f"{peak} bytes traced for a read of 4 KiB blocks"

@@ -19,6 +19,7 @@ import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 import numpy as np
 
@@ -185,6 +186,8 @@ class EventFileReader:
     warnings: list[str] = field(default_factory=list)
     more: bool = False  # the last read stopped at max_bytes with records left
     _tag_index: dict[str, int] = field(default_factory=dict, repr=False)
+    # where unreadable bytes began that no valid header has ended yet (they span reads)
+    _garbage_from: int | None = field(default=None, repr=False)
     _plugins: dict[str, str] = field(default_factory=dict, repr=False)
 
     # -- public -------------------------------------------------------------------------
@@ -241,6 +244,15 @@ class EventFileReader:
                 at_eof = got < want
                 raw = memoryview(buf)[:n]
                 used, block = self._decode(raw, buf, n, at_eof)
+                if at_eof and self._garbage_from is not None:  # it ends inside unreadable bytes
+                    first, self._garbage_from = self._garbage_from, None
+                    if first == 0:
+                        self._not_event_file()
+                    self.warnings.append(
+                        f"{self.path}: {self.offset + n - first} unreadable bytes from byte "
+                        f"{first} to the end (corrupt record header)"
+                    )
+                    used = n
                 self.offset += used
                 if block is not None and len(block):
                     yield block
@@ -305,7 +317,7 @@ class EventFileReader:
         cand, lens = cand[keep], lens[keep]
         keep = _masked_crc_of_lengths(lens) == u32[cand + 8]
         starts, lens = cand[keep].astype(np.int64), lens[keep]
-        if starts.size and starts[0] == 0:
+        if starts.size and starts[0] == 0 and self._garbage_from is None:
             nxt = starts + 16 + lens.astype(np.int64)
             if np.array_equal(nxt[:-1], starts[1:]):
                 complete = nxt <= n
@@ -328,37 +340,40 @@ class EventFileReader:
         while pos + 12 <= n:
             length, hcrc = unpack("<QI", raw, pos)
             if masked_crc(bytes(raw[pos : pos + 8])) != hcrc:
+                here = self.offset + pos
+                first = here if self._garbage_from is None else self._garbage_from
                 nxt = self._resync(buf, n, pos + 1)
+                if first == 0 and (  # unreadable from byte 0 on: is it an event file?
+                    (nxt is None and (at_eof or self.offset + n > 64 << 10))
+                    or (nxt is not None and self.offset + nxt > 64 << 10)
+                ):
+                    self._not_event_file()
                 if nxt is None:
                     if not at_eof:
-                        break  # more bytes may arrive; try again on the next read
-                    if self.offset + pos == 0 and not starts:
-                        from rlwatch.errors import SourceError
-
-                        raise SourceError(
-                            f"{self.path}: not a TensorBoard event file "
-                            "(no valid TFRecord header at byte 0)"
-                        )
+                        # no valid header starts before n - 11: those bytes are lost, and
+                        # only the last 11 are kept (a header may straddle into the next read)
+                        self._garbage_from = first
+                        pos = n - 11
+                        break
                     self.warnings.append(
-                        f"{self.path}: {n - pos} unreadable bytes from byte {self.offset + pos} "
-                        "to the end (corrupt record header)"
+                        f"{self.path}: {self.offset + n - first} unreadable bytes from byte "
+                        f"{first} to the end (corrupt record header)"
                     )
+                    self._garbage_from = None
                     pos = n
                     break
-                if self.offset + pos == 0 and not starts and nxt > 64 << 10:
-                    from rlwatch.errors import SourceError
-
-                    raise SourceError(
-                        f"{self.path}: not a TensorBoard event file "
-                        "(no valid TFRecord header at byte 0)"
-                    )
-                self.bad_records += 1
-                self.warnings.append(
-                    f"{self.path}: corrupt record header at byte {self.offset + pos}; "
-                    f"skipped {nxt - pos} bytes to the next valid record"
-                )
+                self._garbage_from = first
                 pos = nxt
                 continue
+            if self._garbage_from is not None:  # a valid header again
+                first, self._garbage_from = self._garbage_from, None
+                if first == 0 and self.offset + pos > 64 << 10:
+                    self._not_event_file()
+                self.bad_records += 1
+                self.warnings.append(
+                    f"{self.path}: corrupt record header at byte {first}; "
+                    f"skipped {self.offset + pos - first} bytes to the next valid record"
+                )
             end = pos + 16 + length
             if end > n:
                 break
@@ -367,17 +382,33 @@ class EventFileReader:
             pos = end
         return np.asarray(starts, np.int64), np.asarray(lens, np.uint64), pos
 
+    def _not_event_file(self) -> NoReturn:
+        """No valid record header in the first 64 KiB: not an event file at all."""
+        from rlwatch.errors import SourceError
+
+        raise SourceError(
+            f"{self.path}: not a TensorBoard event file (no valid TFRecord header at byte 0)"
+        )
+
     @staticmethod
     def _resync(buf: np.ndarray, n: int, start: int) -> int | None:
         """First position >= start holding a valid header followed by a valid header (or EOF)."""
         u64 = _view(buf, "<u8")
         u32 = _view(buf, "<u4")
+        zero_crc = _masked_crc_of_lengths(np.zeros(1, np.uint64))[0]
         window = 1 << 16
         while start + 12 <= n:
             stop = min(n - 11, start + window)
-            pos = np.arange(start, stop, dtype=np.int64)
-            lens = u64[pos]
-            ok = (lens < _U64(1 << 40)) & (_masked_crc_of_lengths(lens) == u32[pos + 8])
+            # a length < 2**40 has its top 3 bytes zero: few positions of random or text bytes
+            # do, so the CRCs are computed for those only (a run of zeros: length 0, one CRC)
+            lens = u64[start:stop]
+            pos = np.flatnonzero(lens < _U64(1 << 40))
+            lens = lens[pos]
+            pos += start
+            ok = np.where(lens == 0, u32[pos + 8] == zero_crc, False)
+            some = np.flatnonzero(lens != 0)
+            if some.size:
+                ok[some] = _masked_crc_of_lengths(lens[some]) == u32[pos[some] + 8]
             for p in pos[ok].tolist():
                 nxt = p + 16 + int(u64[p])
                 if nxt >= n - 11:
@@ -385,7 +416,7 @@ class EventFileReader:
                 if masked_crc(bytes(buf[nxt : nxt + 8])) == int(u32[nxt + 8]):
                     return p
             start = stop
-            window *= 4
+            window = min(window * 4, 1 << 22)  # bounded temporaries on a long unreadable run
         return None
 
     # -- decoding -----------------------------------------------------------------------
