@@ -349,14 +349,25 @@ def test_any_block_size_reads_the_same_rows(
     assert bool(small.warnings) == bool(whole.warnings) == (damage != "none")
 
 
+def _traced_read(reader: EventFileReader) -> tuple[_tfrecord.Block, int]:
+    """One read, and the peak of memory traced while it ran (numpy's buffers included)."""
+    import tracemalloc
+
+    _tfrecord._crc_words()  # its tables (1 MiB) are built once, on first use
+    tracemalloc.start()
+    try:
+        block = reader.read()
+        return block, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_a_record_longer_than_any_scalar_is_stepped_over_in_bounded_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A record longer than MAX_RECORD (a huge image or graph; or a header that lies, with a
     valid CRC) is not read into memory: a complete one is stepped over and counted, one that
     runs past the end of the file stops the read with the bytes left unread reported."""
-    import tracemalloc
-
     monkeypatch.setattr(_tfrecord, "BLOCK", 4096)
     monkeypatch.setattr(_tfrecord, "MAX_RECORD", 8192)
     head = b"".join(_event_record(0, s, "actor/entropy", 0.5 + s) for s in range(40))
@@ -378,13 +389,7 @@ def test_a_record_longer_than_any_scalar_is_stepped_over_in_bounded_memory(
     )
     f.write_bytes(head + header + os.urandom(2 << 20))
     reader = EventFileReader(str(f))
-    _tfrecord._crc_words()  # its tables (1 MiB) are built once, on first use
-    tracemalloc.start()
-    try:
-        block = reader.read()
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    block, peak = _traced_read(reader)
     reader.finish()
     assert block.step.tolist() == list(range(40))
     assert peak < 200_000, f"{peak} bytes traced for a read of 4 KiB blocks"
@@ -399,8 +404,6 @@ def test_unreadable_bytes_across_many_reads_cost_one_warning_and_bounded_memory(
     """Random bytes (or zeros) longer than many reads, after good records: the reader drops
     what it has scanned instead of holding it, and says once where the unreadable run began
     and how long it was (up to the next valid record, or to the end)."""
-    import tracemalloc
-
     monkeypatch.setattr(_tfrecord, "BLOCK", 4096)
     head = b"".join(_event_record(0, s, "actor/entropy", 0.5 + s) for s in range(40))
     junk = os.urandom(150_000) + bytes(100_000)
@@ -408,13 +411,7 @@ def test_unreadable_bytes_across_many_reads_cost_one_warning_and_bounded_memory(
     f = tmp_path / "events.out.tfevents.1.junk"
     f.write_bytes(head + junk + (tail if after == "records" else b""))
     reader = EventFileReader(str(f))
-    _tfrecord._crc_words()  # its tables (1 MiB) are built once, on first use
-    tracemalloc.start()
-    try:
-        block = reader.read()
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    block, peak = _traced_read(reader)
     reader.finish()
     (warning,) = reader.warnings
     if after == "records":

@@ -245,13 +245,7 @@ class EventFileReader:
                 raw = memoryview(buf)[:n]
                 used, block = self._decode(raw, buf, n, at_eof)
                 if at_eof and self._garbage_from is not None:  # it ends inside unreadable bytes
-                    first, self._garbage_from = self._garbage_from, None
-                    if first == 0:
-                        self._not_event_file()
-                    self.warnings.append(
-                        f"{self.path}: {self.offset + n - first} unreadable bytes from byte "
-                        f"{first} to the end (corrupt record header)"
-                    )
+                    self._unreadable_to_end(self._garbage_from, self.offset + n)
                     used = n
                 self.offset += used
                 if block is not None and len(block):
@@ -355,11 +349,7 @@ class EventFileReader:
                         self._garbage_from = first
                         pos = n - 11
                         break
-                    self.warnings.append(
-                        f"{self.path}: {self.offset + n - first} unreadable bytes from byte "
-                        f"{first} to the end (corrupt record header)"
-                    )
-                    self._garbage_from = None
+                    self._unreadable_to_end(first, self.offset + n)
                     pos = n
                     break
                 self._garbage_from = first
@@ -381,6 +371,17 @@ class EventFileReader:
             lens.append(length)
             pos = end
         return np.asarray(starts, np.int64), np.asarray(lens, np.uint64), pos
+
+    def _unreadable_to_end(self, first: int, end: int) -> None:
+        """The file ends inside unreadable bytes that began at byte `first`: one warning (or,
+        unreadable from byte 0 on, not an event file at all)."""
+        self._garbage_from = None
+        if first == 0:
+            self._not_event_file()
+        self.warnings.append(
+            f"{self.path}: {end - first} unreadable bytes from byte {first} to the end "
+            "(corrupt record header)"
+        )
 
     def _not_event_file(self) -> NoReturn:
         """No valid record header in the first 64 KiB: not an event file at all."""
