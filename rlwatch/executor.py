@@ -45,7 +45,12 @@ class Unit:
 
             frame: RunFrame = load([r[0]], log_format=r[1], tracking_uri=r[2], timeout=r[3])
         elif k == "found":
-            frame = r[0].load()
+            if len(r) == 1:
+                frame = r[0].load()
+            else:  # runs near each other that may be one run written twice: read together
+                from rlwatch.sources import copies
+
+                frame = copies.fold(RunFrame.concat([f.load() for f in r]))
         elif k == "tensorboard":
             from rlwatch.sources.tensorboard import _Run
 
@@ -103,13 +108,25 @@ def _folder_units(root: Path, log_format: str | None, skipped: list[dict[str, st
     if discover is not None:
         found = discover(root, log_format)
         skipped.extend(s.to_dict() if hasattr(s, "to_dict") else dict(s) for s in found.skipped)
+        from rlwatch.sources import copies
+
+        runs = [f for f in found.runs if f.kind != "trackio"]
         for f in found.runs:
             if f.kind == "trackio":  # a project: one unit per run
                 db = f.paths[0]
                 for key, name in trackio.list_runs(db):
                     units.append(Unit(f"{f.name}/{name}", "trackio", (str(db), key), str(db)))
-            else:
+        folders = [copies.folder_of(f.kind, f.address) for f in runs]
+        for g in copies.groups(folders):
+            if len(g) == 1:
+                f = runs[g[0]]
                 units.append(Unit(f.name, "found", (f,), str(f.address)))
+                continue
+            # one run written by several loggers is one unit, named by its folder
+            top = min((folders[i] for i in g), key=len)  # real paths, as copies gives them
+            name = os.path.relpath(top, os.path.realpath(root)).replace(os.sep, "/")
+            name = root.resolve().name if name == "." else name
+            units.append(Unit(name, "found", tuple(runs[i] for i in g), top))
         return units
     for name, files in tensorboard.find_runs(root).items():
         paths = [str(f) for f in files]
@@ -209,7 +226,7 @@ def expand(
 def _identity(u: Unit) -> Any:
     """What makes two units the same run on disk or on a server."""
     if u.kind == "found":
-        return u.ref[0].key
+        return tuple(f.key for f in u.ref)
     if u.kind == "target" and Path(u.ref[0]).exists():
         from rlwatch import sources
 

@@ -247,14 +247,20 @@ class Watch:
         if target in self.failing:
             del self.failing[target]
             events.append(Event("active", target, "readable again"))
+        dropped = getattr(follower, "dropped", None)
+        while dropped:  # a run found to be a copy of another (the follower said so)
+            self.runs.pop(dropped.popitem()[0], None)
         renames = getattr(follower, "renames", None)
-        while renames:
-            old, new = renames.popitem()
-            state = self.runs.pop(old, None)
-            if state is not None and new not in self.runs:
+        if renames:  # all at once: a swap or a chain of names must not lose a run
+            moved = {old: self.runs.pop(old) for old in renames if old in self.runs}
+            for old, state in moved.items():
+                new = renames[old]
+                if new in self.runs:
+                    continue
                 state.name = state.evaluator.run = state.info.name = new
                 self.runs[new] = state
                 events.append(Event("file", new, f"now named {new} (was {old})"))
+            renames.clear()
         for name, info in delta.runs.items():
             rows = delta.run_data(name) if len(delta.runs) > 1 else delta.data
             # the whole run again, renumbered (a console's steps given back by its summary):

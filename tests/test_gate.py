@@ -62,7 +62,7 @@ def zoo(tmp_path: Path) -> Path:
     write_tbx(root / "tb" / "b", {"actor/entropy": [0.4] * 20, "actor/grad_norm": [0.2] * 20})
     _jsonl(root / "verl" / "train.jsonl")
     _jsonl(root / "two" / "x.jsonl")
-    _jsonl(root / "two" / "y.jsonl")
+    _jsonl(root / "two" / "y.jsonl", **{"actor/entropy": lambda i: 0.45 - 0.002 * i})
     # a TRL output folder: the final state and two checkpoint copies are ONE run
     _trainer_state(root / "trl" / "checkpoint-10" / "trainer_state.json", 10)
     _trainer_state(root / "trl" / "checkpoint-20" / "trainer_state.json", 20)

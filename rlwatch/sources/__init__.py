@@ -6,6 +6,8 @@ the target: a folder holding TensorBoard event files is one run (as TensorBoard 
 another way); a TRL output folder's `trainer_state.json` and its `checkpoint-*/` copies are one
 run (the most complete file is read); every other log file is a run. Symlinked folders are
 followed once. A file that looks like a run but cannot be read is `Skipped`, with the reason.
+Runs near each other whose values agree are one run written several ways (TensorBoard events,
+trainer_state.json, a console capture): `load` reads them all and keeps one (`copies`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from rlwatch.frame import RunFrame
 ACCEPTED = (
     "a TensorBoard log directory or event file, a W&B run folder or .wandb file, a "
     "log file (verl console or JSONL, trainer_state.json, TRL console capture, JSONL "
-    "with a step field), mlflow:<run_id>, mlflow:<experiment>/<run name>, a bare "
+    "with a step field, a notebook's progress table, a metrics CSV), mlflow:<run_id>, "
+    "mlflow:<experiment>/<run name>, a bare "
     "MLflow run id with MLFLOW_TRACKING_URI set, wandb:<entity>/<project>/<run_id> or "
     "a W&B run URL, a trackio project (.db file, trackio:<project>[/<run>]), a SwanLab "
     "run folder or run-*.swanlab file"
@@ -365,9 +368,20 @@ def discover(target: str | os.PathLike[str], log_format: str | None = None) -> D
     return out
 
 
+# a project's own documents are never runs in a folder walk (a README may quote a log line);
+# a page of pasted logs (`part-of-logs.md`) or a notebook with a training table is
+DOC_NAMES = re.compile(
+    r"^(?:readme|source|changelog|changes|history|licen[cs]e|copying|notice|contributing|"
+    r"authors|security|code_of_conduct|design|todo)(?:[._-]|$)",
+    re.IGNORECASE,
+)
+
+
 def _looks_like_run(p: Path) -> bool:
     from rlwatch.sources import logs, swanlab, tensorboard
 
+    if p.suffix in (".md", ".html", ".txt", ".ipynb") and DOC_NAMES.match(p.name):
+        return False
     return (
         tensorboard.is_event_file(p)
         or p.suffix in (".wandb", ".db")
@@ -492,7 +506,8 @@ def load(
             results = list(pool.map(run, plan))
     names: set[str] = set()
     unique = []
-    for (t, _folder, _ident, _loader), res in zip(plan, results, strict=True):
+    folded: dict[str, list[RunFrame]] = {}  # a folder target's runs, for copies.fold
+    for (t, folder, _ident, _loader), res in zip(plan, results, strict=True):
         if res is None:
             continue
         if isinstance(res, Skipped):
@@ -508,8 +523,23 @@ def load(
         if clash:
             res = res.renamed(clash)
         names.update(res.runs)
-        unique.append(res)
-    frame = RunFrame.concat(unique)
+        if folder:
+            if t not in folded:
+                unique.append(folded.setdefault(t, []))
+            folded[t].append(res)
+        else:
+            unique.append([res])
+    from rlwatch.sources import copies
+
+    def fold(part: list[RunFrame]) -> RunFrame:
+        t = next((t for t, parts in folded.items() if parts is part), None)
+        if t is None:
+            return RunFrame.concat(part)
+        root = os.path.realpath(t)
+        name = Path(os.path.abspath(t)).name or t
+        return copies.fold(RunFrame.concat(part), lambda d: _rel(d, root, name))
+
+    frame = RunFrame.concat([fold(part) for part in unique])
     if not frame.runs and skipped:
         raise SourceError(f"no run could be read ({len(skipped)} skipped; first: {skipped[0]})")
     frame.skipped = skipped

@@ -102,6 +102,17 @@ class _ReloadRun:
         return _named(frame, self.found)
 
 
+EVIDENCE = 1000  # a run's first rows, kept to tell whether another run is a copy of it
+
+
+def _rows(parts: list[Any]) -> Any:
+    import pandas as pd
+
+    if not parts:
+        return pd.DataFrame({"metric": [], "step": [], "value": []})
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+
+
 def _stat(p: Path) -> tuple[int, int] | None:
     try:
         st = os.stat(p)
@@ -135,6 +146,14 @@ class Follower:
         self._stamp: tuple = ()
         self.more = False
         self.seen = False  # some run delivered rows
+        # runs near each other that may be one run written twice (see copies): their first
+        # rows, kept until a comparison tells; a copy is then dropped, as diagnose drops it
+        self._evidence: dict[tuple[str, ...], list[Any]] = {}
+        self._told: set[frozenset] = set()  # pairs known to be two runs
+        self.retired: dict[tuple[str, ...], tuple[str, ...]] = {}  # copy key -> kept key
+        self.dropped: dict[str, str] = {}  # run names dropped as copies -> the name kept
+        self._last: dict[tuple[str, ...], int] = {}  # the last step each run delivered
+        self._kept: dict[tuple[str, ...], str] = {}  # a run kept for its copies -> its name
 
     @property
     def waiting(self) -> bool:
@@ -195,9 +214,13 @@ class Follower:
             f.in_folder = many
             key = (f.kind, f.address)  # stable while a run gains files
             run = self.runs.get(key)
+            if key in self.retired:  # a copy of another run: nothing more of it
+                continue
+            if key in self._kept:  # named after its copies' folder (_fold), as diagnose does
+                f.name = self._kept[key]
             old = self.names.get(key)
             if old is not None and (many or not f.own_name) and old != f.name:
-                self.renames[old] = f.name  # a second run appeared: names by path now
+                self._rename(old, f.name)  # a second run appeared: names by path now
                 self.names[key] = f.name
             if run is None:
                 if f.kind == "tensorboard":
@@ -212,8 +235,10 @@ class Follower:
 
     def poll(self) -> RunFrame:
         self._discover()
-        frames, more = [], False
+        polled, more = [], False
         for key, run in self.runs.items():
+            if key in self.retired:
+                continue
             try:
                 frame = run.poll()
             except (RlwatchError, OSError) as exc:
@@ -222,12 +247,111 @@ class Follower:
                 continue
             self._notices += _notices_of(run)
             more = more or bool(getattr(run, "more", False))
+            polled.append((key, frame))
+        self._fold(polled)
+        frames = []
+        for key, frame in polled:
+            if key in self.retired:
+                continue
             frame = self._unique(key, frame)
             if frame.runs and not frame.data.empty:
                 self.seen = True
             frames.append(frame)
         self.more = more
         return RunFrame.concat(frames)
+
+    def _fold(self, polled: list[tuple[tuple[str, ...], RunFrame]]) -> None:
+        """Drop a run that turns out to be a copy of another near it (`copies.fold`'s test
+        and choice, on the first rows of each)."""
+        from rlwatch.sources import _rel, copies
+
+        for k, frame in polled:  # every run's first rows, to compare with a copy found later
+            if any(i.replaces for i in frame.runs.values()):  # renumbered: compare afresh
+                self._evidence.pop(k, None)
+                self._told = {pair for pair in self._told if k not in pair}
+            if frame.data.empty:
+                continue
+            self._last[k] = max(self._last.get(k, -1), int(frame.data["step"].max()))
+            buf = self._evidence.setdefault(k, [])
+            room = EVIDENCE - sum(map(len, buf))
+            if room > 0:
+                buf.append(frame.data[["metric", "step", "value"]].iloc[:room])
+        if len(self.runs) - len(self.retired) < 2:
+            return
+        # groups over every run found, copies too: a copy in the output folder joins the
+        # runs below it (tb/, wandb/run-*/) as diagnose, which sees them all at once, joins them
+        every = list(self.runs)
+        for g in copies.groups([self._folder(k) for k in every]):
+            keys = [every[i] for i in g if every[i] not in self.retired]
+            open_ = [
+                k
+                for k in keys
+                if k in self._evidence
+                and any(frozenset((k, o)) not in self._told for o in keys if o != k)
+            ]
+            if len(open_) < 2:
+                continue
+            rows = {k: _rows(self._evidence[k]) for k in open_}
+            for i, a in enumerate(open_):
+                for b in open_[i + 1 :]:
+                    if copies.compare(rows[a], rows[b]) is False:
+                        self._told.add(frozenset((a, b)))
+            infos = [(self._info(k), rows[k]) for k in open_]
+            found = copies.copies_of(infos, [self._last.get(k, -1) for k in open_])
+            for kept in set(found.values()):
+                kk = open_[kept]
+                same = [kk, *(open_[c] for c, k in found.items() if k == kept)]
+                same += [c for c, k in self.retired.items() if k == kk]  # its earlier copies
+                top = min((self._folder(k) for k in same), key=len)
+                root = os.path.realpath(self.target)
+                new = _rel(top, root, Path(os.path.abspath(self.target)).name or str(self.target))
+                for c, k in found.items():  # the copies' names are free from now on
+                    if k == kept and open_[c] in self.names:
+                        gone = self.names.pop(open_[c])
+                        self.dropped[gone] = new
+                        for was, now in list(self.renames.items()):  # known by its old name
+                            if now == gone:
+                                del self.renames[was]
+                                self.dropped[was] = new
+                old = self.names.get(kk)
+                if new not in self.names.values():
+                    if old is not None and old != new:
+                        self._rename(old, new)
+                    self.names[kk] = new
+                    self.runs[kk].found.name = new
+                    self._kept[kk] = new
+            for copy, kept in found.items():
+                ck, kk = open_[copy], open_[kept]
+                self.retired[ck] = kk
+                self._evidence.pop(ck, None)
+                kept_name = self.names.get(kk, self.runs[kk].found.name)
+                self._notices.append(
+                    f"{self.runs[ck].found.address}: the same run as {kept_name} (its values "
+                    "agree); followed once"
+                )
+
+    def _rename(self, old: str, new: str) -> None:
+        """Tell the watcher a run's new name; a rename not yet taken is followed to the end
+        (console -> `x (console.log)` -> x, when a fold renames what discovery just did)."""
+        for was, now in list(self.renames.items()):
+            if now == old:
+                self.renames[was] = new
+        self.renames[old] = new
+
+    def _folder(self, key: tuple[str, ...]) -> str:
+        from rlwatch.sources import copies
+
+        return copies.folder_of(self.runs[key].found.kind, self.runs[key].found.address)
+
+    def _info(self, key: tuple[str, ...]) -> Any:
+        from rlwatch.frame import RunInfo
+
+        f = self.runs[key].found
+        # the kind as the loaded run's source says it (copies.KIND_ORDER)
+        source = {"wandb": "wandb-local", "log": ""}.get(f.kind, f.kind)
+        if f.kind == "log" and f.paths[0].name == "trainer_state.json":
+            source = "trainer-state"
+        return RunInfo(name=f.name, source=source, address=f.address)
 
     def notices(self) -> list[str]:
         out, self._notices = self._notices, []
