@@ -116,8 +116,8 @@ def test_metrics_shows_framework_mapping_and_unmapped_keys() -> None:
         (["metrics", "{empty}"], "no TensorBoard event files and no readable logs in it or below"),
         (["diagnose", "{text}"], "log.txt: unrecognised log format (tried: verl console log"),
         (
-            ["diagnose", "{text}", "--log-format", "csv"],
-            "--log-format 'csv' is not a known format (valid: verl-console, ",
+            ["diagnose", "{text}", "--log-format", "xml"],
+            "--log-format 'xml' is not a known format (valid: verl-console, ",
         ),
         (["diagnose", "{fake_events}"], "not a TensorBoard event file"),
     ],

@@ -29,7 +29,8 @@ TARGETS_HELP = (
     "Runs to read: a TensorBoard log directory (every directory below it that "
     "holds events.out.tfevents.* files is a run) or event file; or a log file "
     "(verl console or JSONL, trainer_state.json, TRL console capture, JSONL with "
-    "a step field; sniffed), or a directory of such logs; a W&B run folder or "
+    "a step field, a notebook's progress table, a metrics CSV; sniffed), or a directory of "
+    "such logs (one run written several ways is read once); a W&B run folder or "
     ".wandb file; a trackio project (its .db file, trackio:<project> or "
     "trackio:<project>/<run>); a SwanLab run folder (run-*.swanlab) or a folder of them; "
     "mlflow:<run_id> or mlflow:<experiment>/<run name>."
@@ -41,7 +42,7 @@ TRACKING_URI_HELP = (
 LOG_FORMAT_HELP = (
     "Force the format of log files instead of sniffing it: verl-console, verl-jsonl, "
     "trainer-state, json-array, python-dicts, notebook-table, llamafactory, prime-rl, jsonl, "
-    "kv-pairs; or your own pattern: 'regex:step (?P<step>\\d+) loss (?P<loss>\\S+)' (a step "
+    "kv-pairs, csv; or your own pattern: 'regex:step (?P<step>\\d+) loss (?P<loss>\\S+)' (a step "
     "group plus one named group per metric)."
 )
 

@@ -34,38 +34,86 @@ FORMATS = {
     "jsonl": "JSONL with a step field (Tinker metrics.jsonl, ...)",
     "kv-pairs": "lines of `Name: number` or `name=number` pairs with a step counter "
     "(Epoch:[1/1](120/9751), Reward: 0.1, ...)",
+    "csv": "a metrics CSV: a header of names, a row per log (a W&B export, a metrics.csv)",
 }
 USER_REGEX = "regex:"
-# what a folder's walk treats as a log (a notebook table saved as .html/.md is read when given
-# as a target: a folder's README.md or SOURCE.md is not a run)
-LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".jsonl", ".json", ".ndjson"}
+# what a folder's walk treats as a log; a notebook or a page (.ipynb, .md, .html) can hold a
+# progress table or a pasted log (a README.md or SOURCE.md is not a run: sources.DOC_NAMES)
+LOG_SUFFIXES = {
+    ".log",
+    ".txt",
+    ".out",
+    ".err",
+    ".jsonl",
+    ".json",
+    ".ndjson",
+    ".ipynb",
+    ".csv",
+    ".md",
+    ".html",
+}
 DOCUMENTS = {"trainer-state", "json-array", "notebook-table"}
 MAX_DOCUMENT = 1 << 30  # a JSON/HTML document is read whole: refuse anything larger
 
 
+HEAD = 256 << 10  # bytes sniffed first
+DEEP = 16 << 20  # bytes sniffed at most: a run's first metric line after pages of warnings
+
+
 def _head(path: Path) -> str:
     with open(path, "rb") as f:
-        return f.read(256 << 10).decode("utf-8", "replace")
+        return f.read(HEAD).decode("utf-8", "replace")
+
+
+def _later_blocks(path: Path) -> Any:
+    """The file's text after its first HEAD bytes, about 1 MiB of whole lines at a time, up to
+    DEEP bytes in all."""
+    with open(path, "rb") as f:
+        f.seek(HEAD)
+        carry = b""
+        while f.tell() < DEEP:
+            block = f.read(1 << 20)
+            if not block:
+                break
+            data = carry + block
+            cut = data.rfind(b"\n")
+            if cut < 0 and len(data) < 4 << 20:
+                carry = data  # a long line still going: wait for its end
+                continue
+            cut = len(data) - 1 if cut < 0 else cut
+            carry = data[cut + 1 :]
+            yield data[: cut + 1].decode("utf-8", "replace")
+        if carry:
+            yield carry.decode("utf-8", "replace")
 
 
 # -- sniffing and loading ------------------------------------------------------------------
 def sniff(path: Path, head: str | None = None) -> str:
-    """The format of a log file, from its first 256 KiB."""
+    """The format of a log file, from its first 256 KiB; a log whose first metric line comes
+    later (after pages of warnings or debug prints) is sniffed on, up to 16 MiB."""
+    given = head is not None
     if head is None:
         head = _head(path)
-    doc = _json.sniff_document(head)
-    if doc:
-        return doc
-    lines = [ln for ln in head.splitlines()[:2000] if ln.strip()]
-    if (
-        lines
-        and (path.suffix in (".html", ".md", ".ipynb") or "<th" in head or "Training Loss" in head)
-        and _text.sniff_notebook(head)
-    ):
-        return "notebook-table"
+    try:
+        return _sniff(path, head)
+    except SourceError:
+        if given or len(head) < HEAD // 2:
+            raise
+        for block in _later_blocks(path):
+            lines = [ln for ln in block.splitlines() if ln.strip()]
+            objects = [ln for ln in lines if ln.lstrip().startswith("{")][:5]
+            fmt = _sniff_lines(lines, block, objects)
+            if fmt is not None:
+                return fmt
+        raise
+
+
+def _sniff_lines(lines: list[str], head: str, objects: list[str] | None = None) -> str | None:
+    """A line-based format seen in these lines (JSON lines: `objects`, else the first 5), or
+    None."""
     if any(_verl.sniff_line(ln) for ln in lines):
         return "verl-console"
-    for ln in lines[:5]:
+    for ln in lines[:5] if objects is None else objects:
         try:
             fmt = _json.sniff_line(_json.loads(ln))
         except ValueError:
@@ -78,6 +126,25 @@ def sniff(path: Path, head: str | None = None) -> str:
         return "python-dicts"
     if _text.sniff_kv(lines):
         return "kv-pairs"
+    return None
+
+
+def _sniff(path: Path, head: str) -> str:
+    doc = _json.sniff_document(head)
+    if doc:
+        return doc
+    lines = [ln for ln in head.splitlines()[:2000] if ln.strip()]
+    if (
+        lines
+        and (path.suffix in (".html", ".md", ".ipynb") or "<th" in head or "Training Loss" in head)
+        and _text.sniff_notebook(head)
+    ):
+        return "notebook-table"
+    if path.suffix in (".csv", ".txt") and _text.sniff_csv(lines[:6]):
+        return "csv"
+    fmt = _sniff_lines(lines, head)
+    if fmt is not None:
+        return fmt
     first, *rest = FORMATS
     raise SourceError(
         f"{path}: unrecognised log format (tried: {FORMATS[first]}, {', '.join(rest)}); "
@@ -107,6 +174,8 @@ def _line_parser(fmt: str, cols: Cols) -> Any:
         return _json.JsonLines(cols, fmt)
     if fmt == "kv-pairs":
         return _text.KeyValues(cols)
+    if fmt == "csv":
+        return _text.Csv(cols)
     return _text.PythonDicts(cols)
 
 

@@ -499,48 +499,71 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in re.split(r" {2,}", s)]
 
 
-def notebook_rows(text: str) -> list[list[str]]:
-    """Header + rows of the progress table(s) in a saved notebook output: HTML (also inside
-    an .ipynb or a markdown export), a markdown pipe table, or the table copied as text."""
-    out: list[list[str]] = []
+def notebook_tables(text: str) -> list[list[list[str]]]:
+    """The progress tables in a saved notebook output, each header + rows: HTML (also inside
+    an .ipynb or a markdown export), markdown pipe tables, or tables copied as text."""
+    tables: list[list[list[str]]] = []
     if "<th" in text:
         parser = _Tables()
         with contextlib.suppress(AssertionError, ValueError):  # html.parser is lenient
             parser.feed(text.replace("\\n", "\n").replace('\\"', '"'))
         for table in parser.tables:
             if table and table[0] and table[0][0] in FIRST_COLUMNS:
-                if not out:
-                    out.append(table[0])
-                out.extend(r for r in table[1:] if len(r) == len(table[0]))
-        if out:
-            return out
-    header: list[str] | None = None
+                tables.append([table[0], *(r for r in table[1:] if len(r) == len(table[0]))])
+        if tables:
+            return tables
     for line in text.splitlines():
         if _header(line):
-            if header is None:
-                header = _cells(line)
-                out.append(header)
+            tables.append([_cells(line)])
             continue
-        if header is None:
+        if not tables:
             continue
         cells = _cells(line)
-        if len(cells) == len(header) and cells[0].replace(".", "", 1).isdigit():
-            out.append(cells)
+        if len(cells) == len(tables[-1][0]) and cells[0].replace(".", "", 1).isdigit():
+            tables[-1].append(cells)
+    return tables
+
+
+def notebook_rows(text: str, skipped: list[str] | None = None) -> list[list[str]]:
+    """Header + rows of the run's progress table: the last one, and the earlier ones with the
+    same columns (a training resumed in another cell). A table with other columns is an
+    earlier stage (an SFT warm-up before GRPO): left out, and said in `skipped`."""
+    tables = notebook_tables(text)
+    if not tables:
+        return []
+    header = tables[-1][0]
+    out = [header]
+    for t in tables:
+        if t[0] == header:
+            out += t[1:]
+        elif skipped is not None:
+            more = " ..." if len(t[0]) > 4 else ""
+            skipped.append(
+                f"an earlier progress table ({' | '.join(t[0][:4])}{more}; {len(t) - 1} rows)"
+                " with other columns than the last one: another training stage, not read"
+            )
     return out
 
 
 def column_key(name: str) -> str:
-    """A NotebookProgressCallback column back to the logged key ("Validation Loss" ->
-    eval_loss, "Accuracy" -> eval_accuracy, "Training Loss" -> loss)."""
+    """A progress-table column back to the logged key. transformers' NotebookProgressCallback
+    writes evaluation metrics capitalised ("Validation Loss" -> eval_loss, "Accuracy" ->
+    eval_accuracy); the training columns that TRL's and Unsloth's tables add keep the logged
+    key, lower case, with "/" spaced ("rewards / chosen" -> rewards/chosen, "kl" -> kl)."""
     if name == "Training Loss":
         return "loss"
     if name == "Validation Loss":
         return "eval_loss"
+    if name[:1].islower():
+        return re.sub(r"\s*/\s*", "/", name.strip())
     return "eval_" + "_".join(name.lower().split())
 
 
 def read_notebook(text: str, cols: Cols, path: str) -> None:
-    rows = notebook_rows(text)
+    stages: list[str] = []
+    rows = notebook_rows(text, stages)
+    for note in stages:
+        cols.notes.append(note)
     if not rows:
         return
     header, body = rows[0], rows[1:]
@@ -595,6 +618,10 @@ COUNTERS = (
     re.compile(r"^[ \t]{0,64}(?:\[[^\]\n]{0,200}\][ \t]{0,64}){0,4}(\d+)[ \t]*/[ \t]*\d+(?![\d.])"),
 )
 COUNTER_NAMES = {"step", "global_step", "globalstep", "iter", "iteration"}
+# a line that is one `words: number` pair (no counter): the step before's trailer
+TRAILER = re.compile(
+    rf"^[ \t]{{0,16}}([A-Za-z][A-Za-z_ ]{{0,60}}[A-Za-z]){SP}[:=]{SP}({NUM})[ \t]*$"
+)
 EPOCH = re.compile(rf"epoch{SP}(?:[:=]{SP})?(?:\[{SP})?(\d+)\s*/\s*\d+", re.I)
 
 
@@ -608,12 +635,24 @@ class KeyValues:
 
     def __init__(self, cols: Cols):
         self.cols = cols
+        self.last: int | None = None  # the step of the line before, if it had a counter
 
     def feed(self, text: str, lineno: int = 0) -> None:
         if "\x1b" in text:
             text = ANSI.sub("", text)
         for line in lines(text):
-            self.line(line)
+            if not self.line(line) and self.last is not None:
+                self.trailer(line)
+
+    def trailer(self, line: str) -> None:
+        """`average reward score: -0.06` on the line right after a counted line (DeepSpeed-Chat
+        prints the step's reward so): one `words: number` pair, read at that step."""
+        step, self.last = self.last, None
+        m = TRAILER.match(line)
+        if m and step is not None:
+            x = self.cols.value(m.group(1), m.group(2))
+            if x is not None:
+                self.cols.add(step, "_".join(m.group(1).lower().split()), x)
 
     def line(self, line: str) -> bool:
         found = None
@@ -640,6 +679,7 @@ class KeyValues:
                 step += (int(e.group(1)) - 1) * int(total)
         code = self.cols.code
         self.cols.add_row(step, array("i", [code(k) for k, _ in pairs]), [v for _, v in pairs])
+        self.last = step
         return True
 
     def finish(self) -> None:
@@ -700,6 +740,128 @@ class UserRegex:
                 x = cols.value(key, v.strip())
                 if x is not None:
                     cols.add(step, key, x)
+
+    def finish(self) -> None:
+        pass
+
+
+# -- CSV: a header of metric names, a row per log ------------------------------------------
+# the step column, by name (W&B exports "Step"; custom loops "iteration"); else the row number
+CSV_STEPS = (
+    "step",
+    "global_step",
+    "_step",
+    "train/global_step",
+    "trainer/global_step",
+    "iteration",
+    "iter",
+    "update",
+    "steps",
+    "current_steps",
+)
+CSV_EXTREMES = re.compile(r"__(?:MIN|MAX|min|max)$")  # W&B export's band columns
+CSV_PREFIX = re.compile(r"^(.+?) - (.+)$")  # W&B export: "<run name> - <metric>"
+
+
+def _csv_header(line: str) -> list[str] | None:
+    import csv
+
+    try:
+        (cells,) = list(csv.reader([line]))
+    except (csv.Error, ValueError):
+        return None
+    cells = [c.strip() for c in cells]
+    if len(cells) < 2 or any(not c for c in cells[:1]):
+        return None
+    if any(_number(c) for c in cells):  # a header names; a row of numbers is no header
+        return None
+    return cells
+
+
+def _number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
+def sniff_csv(lines_: list[str]) -> bool:
+    """A header of names, then rows of as many cells, mostly numbers."""
+    if len(lines_) < 2:
+        return False
+    header = _csv_header(lines_[0])
+    if header is None:
+        return False
+    import csv
+
+    rows = list(csv.reader(lines_[1:6]))
+    cells = [c.strip() for r in rows if len(r) == len(header) for c in r]
+    return bool(cells) and sum(map(_number, cells)) >= 0.5 * len(cells) >= 1
+
+
+class Csv:
+    """A metrics CSV (a W&B export, a custom loop's metrics.csv): the header names the
+    columns; the step is the column named like a step (CSV_STEPS), else the row number; a W&B
+    export's "<run> - " prefix is dropped and its __MIN/__MAX band columns left out."""
+
+    fmt = "csv"
+
+    def __init__(self, cols: Cols):
+        self.cols = cols
+        self.header: list[str] | None = None
+        self.keys: list[str | None] = []
+        self.step_at: int | None = None
+        self.rows = 0
+
+    def _start(self, header: list[str]) -> None:
+        self.header = header
+        lower = [h.lower() for h in header]
+        self.step_at = next((lower.index(n) for n in CSV_STEPS if n in lower), None)
+        if self.step_at is None:
+            self.cols.facts["steps"] = "row numbers (no step column)"
+        names = [CSV_PREFIX.sub(r"\2", h) for h in header]
+        prefixes = {m.group(1) for h in header if (m := CSV_PREFIX.match(h))}
+        if len(prefixes) != 1:  # one run's export only: several runs keep their columns' names
+            names = list(header)
+        self.keys = [
+            None if i == self.step_at or CSV_EXTREMES.search(h) else n
+            for i, (h, n) in enumerate(zip(header, names, strict=True))
+        ]
+
+    def feed(self, text: str, lineno: int = 0) -> None:
+        import csv
+
+        cols = self.cols
+        for row in csv.reader(lines(text)):
+            if self.header is None:
+                header = _csv_header(",".join(row)) if row else None
+                if header is not None:
+                    self._start([c.strip() for c in row])
+                continue
+            if len(row) != len(self.header):
+                if row:
+                    cols.skip("CSV rows with another number of cells than the header")
+                continue
+            self.rows += 1
+            if self.step_at is None:
+                step = cols.step(self.rows)
+            else:
+                try:
+                    step = cols.step(float(row[self.step_at]))
+                except ValueError:
+                    cols.skip("CSV rows without a step")
+                    continue
+            if step is None:
+                continue
+            for key, cell in zip(self.keys, row, strict=True):
+                cell = cell.strip()
+                if key is None or not cell:
+                    continue
+                try:
+                    cols.add(step, key, float(cell))
+                except ValueError:
+                    cols.skip("non-numeric values", key=key)
 
     def finish(self) -> None:
         pass

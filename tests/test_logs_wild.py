@@ -1,0 +1,243 @@
+"""Log shapes found in public repositories (the third search of issue #12), each written here
+exactly as the real tool writes it: a console whose first metric line comes after pages of
+warnings, Unsloth/TRL notebook progress tables (training columns, two training stages), a
+notebook in a run folder, metrics CSVs (verl's, a W&B export, a custom loop's) and
+DeepSpeed-Chat's step-3 PPO log with its reward on the line after the step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlwatch.errors import SourceError
+from rlwatch.sources import discover, load, logs
+
+
+def _values(frame, metric: str) -> list[float]:
+    d = frame.data[frame.data["metric"].astype(str) == metric].sort_values("step")
+    return d["value"].tolist()
+
+
+# -- a first metric line past the sniffed head ----------------------------------------------
+WARNING = (
+    "[RANK 0] Mismatch between tokenized prompt and the start of tokenized prompt+chosen. "
+    "This may be due to an unexpected tokenizer behaviour.\n"
+)
+
+
+def test_a_console_whose_first_dict_comes_after_pages_of_warnings(tmp_path: Path) -> None:
+    """TRL's DPO console printed 1,769 tokenizer warnings (450 KB) before its first log."""
+    p = tmp_path / "dpo.log"
+    body = WARNING * 4000
+    assert len(body) > logs.HEAD
+    rows = [
+        f"{{'loss': '{0.69 - i / 100:.4f}', 'grad_norm': '1.2', 'rewards/chosen': '0.0{i}', "
+        f"'rewards/rejected': '-0.0{i}', 'epoch': '{i / 10:.2f}'}}\n"
+        for i in range(1, 6)
+    ]
+    p.write_text(body + "".join(rows))
+    assert logs.sniff(p) == "python-dicts"
+    frame = load(str(p))
+    assert _values(frame, "loss") == pytest.approx([0.68, 0.67, 0.66, 0.65, 0.64])
+
+
+def test_a_verl_console_after_a_megabyte_of_debug_prints(tmp_path: Path) -> None:
+    p = tmp_path / "output.log"
+    debug = "".join(
+        f"[response] sample {i}: <answer>{i % 7}</answer> score=0.0\n" for i in range(20_000)
+    )
+    steps = "".join(
+        f"step:{s} - actor/entropy:{0.4 - s / 100:.4f} - critic/score/mean:{s / 10:.3f}\n"
+        for s in range(1, 10)
+    )
+    p.write_text(debug + steps)
+    assert p.stat().st_size > 4 * logs.HEAD
+    assert logs.sniff(p) == "verl-console"
+    assert _values(load(str(p)), "reward_mean") == pytest.approx([s / 10 for s in range(1, 10)])
+
+
+def test_sniffing_gives_up_after_its_bound(tmp_path: Path) -> None:
+    """No format in the first 16 MiB: unrecognised, however long the file (bounded work)."""
+    p = tmp_path / "noise.log"
+    with open(p, "w") as f:
+        line = "nothing to see here, just a long debug line\n"
+        f.write(line * ((logs.DEEP + (1 << 20)) // len(line)))
+        f.write("step:1 - actor/entropy:0.5 - critic/score/mean:0.1\n" * 3)
+    with pytest.raises(SourceError, match="unrecognised log format"):
+        logs.sniff(p)
+
+
+# -- notebook progress tables -----------------------------------------------------------------
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{h}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<table border="1" class="dataframe"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _notebook(*tables: str) -> str:
+    """An .ipynb whose cells' saved outputs hold these HTML tables (as Jupyter saves them)."""
+    cells = [
+        {
+            "cell_type": "code",
+            "outputs": [{"output_type": "display_data", "data": {"text/html": t.splitlines(True)}}],
+            "source": ["trainer.train()"],
+        }
+        for t in tables
+    ]
+    return json.dumps({"cells": cells, "nbformat": 4, "nbformat_minor": 5}, indent=1)
+
+
+GRPO_COLUMNS = [
+    "Step", "Training Loss", "reward", "reward_std", "completions / mean_length",
+    "completions / clipped_ratio", "kl", "rewards / correctness_reward_func / mean",
+]  # fmt: skip
+
+
+def _grpo_rows(n: int) -> list[list[str]]:
+    return [
+        [str(s), "0.0001", f"{s / 10:.3f}", "0.5", "120.5", "0.1", "0.0004", f"{s / 20:.3f}"]
+        for s in range(1, n + 1)
+    ]
+
+
+def test_training_columns_of_a_grpo_table_keep_their_logged_keys(tmp_path: Path) -> None:
+    """Unsloth's/TRL's table writes the logged keys lower case with ' / ' for '/'; only
+    transformers' capitalised columns are evaluation metrics."""
+    p = tmp_path / "grpo.ipynb"
+    p.write_text(_notebook(_html_table(GRPO_COLUMNS, _grpo_rows(12))))
+    frame = load(str(p))
+    (info,) = frame.runs.values()
+    assert info.metrics["reward_mean"] == "reward"
+    assert info.metrics["truncation_rate"] == "completions/clipped_ratio"
+    assert info.metrics["response_length_mean"] == "completions/mean_length"
+    assert "val_score" not in info.metrics  # the training reward is no validation score
+    assert _values(frame, "reward_mean")[:3] == pytest.approx([0.1, 0.2, 0.3])
+    eval_table = _html_table(["Epoch", "Training Loss", "Validation Loss", "Accuracy"],
+                             [["1", "0.5", "0.6", "0.7"], ["2", "0.4", "0.5", "0.8"]])  # fmt: skip
+    q = tmp_path / "eval.html"
+    q.write_text(eval_table)
+    assert set(load(str(q)).data["tag"].astype(str)) == {"loss", "eval_loss", "eval_accuracy"}
+
+
+def test_a_notebook_with_an_sft_stage_then_grpo_reads_the_grpo_table(tmp_path: Path) -> None:
+    sft = _html_table(["Step", "Training Loss"], [[str(s), "1.5"] for s in range(1, 30)])
+    p = tmp_path / "two-stages.ipynb"
+    p.write_text(_notebook(sft, _html_table(GRPO_COLUMNS, _grpo_rows(8))))
+    frame = load(str(p))
+    (info,) = frame.runs.values()
+    assert frame.steps(info.name)[1:] == (1, 8)
+    assert _values(frame, "loss") == pytest.approx([0.0001] * 8)  # not the SFT losses
+    assert any(
+        "an earlier progress table (Step | Training Loss; 29 rows)" in w for w in info.warnings
+    )
+
+
+def test_a_run_folder_holds_a_notebook_and_a_page_of_pasted_logs(tmp_path: Path) -> None:
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "nb" / "Qwen_GRPO.ipynb").write_text(
+        _notebook(_html_table(GRPO_COLUMNS, _grpo_rows(6)))
+    )
+    (tmp_path / "paste").mkdir()
+    (tmp_path / "paste" / "part-of-logs.md").write_text(
+        "# run\n\n```\n"
+        + "".join(
+            f"step:{s} - critic/score/mean:0.18 - actor/entropy:0.005\n" for s in range(383, 400)
+        )
+        + "```\n"
+    )
+    # a README quoting a log line is the project's document, not a run
+    (tmp_path / "README.md").write_text(
+        "Example:\n\n    {'loss': 0.5, 'grad_norm': 1.0}\n    {'loss': 0.4, 'grad_norm': 1.0}\n"
+    )
+    found = discover(tmp_path)
+    assert sorted(f.name for f in found.runs) == ["nb", "paste"]
+
+
+# -- CSV --------------------------------------------------------------------------------------
+VERL_CSV = (
+    "step,perf/throughput,critic/vf_loss,actor/pg_loss,critic/rewards/mean,timing_s/gen,"
+    "timing_s/testing\n"
+    "1,2796.793558,0.502520,0.001795,0.000000,4.089510,\n"
+    "2,2664.632593,0.417359,0.000465,0.015625,4.532629,\n"
+    "3,2653.829485,1.285217,0.008219,0.007812,4.597769,\n"
+)
+
+
+def test_a_verl_metrics_csv(tmp_path: Path) -> None:
+    p = tmp_path / "dp_2_gpu_parsed.csv"
+    p.write_text(VERL_CSV)
+    assert logs.sniff(p) == "csv"
+    frame = load(str(p))
+    (info,) = frame.runs.values()
+    assert info.framework == "verl"
+    assert _values(frame, "reward_mean") == pytest.approx([0.0, 0.015625, 0.007812])
+    assert frame.steps(info.name)[1:] == (1, 3)
+
+
+def test_a_wandb_csv_export(tmp_path: Path) -> None:
+    """W&B's panel export: Step, then `<run> - <key>` with its __MIN/__MAX band columns."""
+    p = tmp_path / "wandb_export.csv"
+    rows = [
+        '"Step","grpo-7b - train/reward","grpo-7b - train/reward__MIN","grpo-7b - train/reward__MAX"'
+    ]
+    rows += [f'"{s}","{s / 10}","{s / 10 - 0.05}","{s / 10 + 0.05}"' for s in range(1, 6)]
+    p.write_text("\n".join(rows) + "\n")
+    frame = load(str(p))
+    assert set(frame.data["tag"].astype(str)) == {"train/reward"}
+    assert _values(frame, "reward_mean") == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
+
+
+def test_a_custom_metrics_csv_without_a_step_column(tmp_path: Path) -> None:
+    p = tmp_path / "metrics.csv"
+    p.write_text("timestamp,loss,mean_reward,training_phase\n"
+                 "2026-04-26T03:38:38,0.0006,0.91,GROUNDED_ONLY\n"
+                 "2026-04-26T03:41:58,-0.00003,0.85,GROUNDED_ONLY\n"
+                 "2026-04-26T03:45:01,0.0002,0.88,GROUNDED_ONLY\n")  # fmt: skip
+    frame = load(str(p))
+    (info,) = frame.runs.values()
+    assert frame.steps(info.name)[1:] == (1, 3)
+    assert info.hparams["steps"] == "row numbers (no step column)"
+    assert any("non-numeric values" in w and "timestamp" in w for w in info.warnings)
+
+
+def test_a_csv_still_being_written_keeps_its_last_line_for_later(tmp_path: Path) -> None:
+    p = tmp_path / "live.csv"
+    p.write_text(VERL_CSV + "4,2600.1,0.3")  # the writer is inside row 4
+    frame = load(str(p))
+    (info,) = frame.runs.values()
+    assert frame.steps(info.name)[1:] == (1, 3)
+    assert any("last line incomplete" in w for w in info.warnings)
+
+
+# -- DeepSpeed-Chat ------------------------------------------------------------------------------
+def _dschat(steps: int) -> str:
+    out = [
+        "***** Running training *****",
+        "Beginning of Epoch 1/1, Total Generation Batches 477",
+    ]
+    for s in range(steps):
+        out += [
+            f"epoch: 0|step: {s}|ppo_ep: 1|act_loss: {0.3 - s / 100}|cri_loss: 0.169|unsuper_loss: 0.0",
+            f"average reward score: {-0.06 + s / 10}",
+            "-" * 85,
+            "|E2E latency=3.73s |Gather latency=0.00s (0.00%) |Generate time=2.78s (74.61%) "
+            "|Training time=0.74s (19.84%) |Others=0.21 (5.55%)|CurSamplesPerSec=17.17 "
+            "|AvgSamplesPerSec=10.92",
+            "[2023-04-18 08:48:09,105] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] "
+            "OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 32768, reducing to 16384",
+        ]
+    return "\n".join(out) + "\n"
+
+
+def test_deepspeed_chat_step3_reads_the_reward_printed_after_each_step(tmp_path: Path) -> None:
+    p = tmp_path / "training.log"
+    p.write_text(_dschat(8))
+    frame = load(str(p))
+    (info,) = frame.runs.values()
+    assert info.framework == "deepspeed_chat"
+    assert _values(frame, "reward_mean") == pytest.approx([-0.06 + s / 10 for s in range(8)])
+    assert _values(frame, "loss") == pytest.approx([0.3 - s / 100 for s in range(8)])
+    assert info.metrics["value_loss"] == "cri_loss"
+    assert frame.steps(info.name)[1:] == (0, 7)
