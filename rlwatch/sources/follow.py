@@ -154,6 +154,7 @@ class Follower:
         self.dropped: dict[str, str] = {}  # run names dropped as copies -> the name kept
         self._last: dict[tuple[str, ...], int] = {}  # the last step each run delivered
         self._kept: dict[tuple[str, ...], str] = {}  # a run kept for its copies -> its name
+        self._folders: dict[tuple[str, ...], str] = {}
 
     @property
     def waiting(self) -> bool:
@@ -263,19 +264,9 @@ class Follower:
     def _fold(self, polled: list[tuple[tuple[str, ...], RunFrame]]) -> None:
         """Drop a run that turns out to be a copy of another near it (`copies.fold`'s test
         and choice, on the first rows of each)."""
-        from rlwatch.sources import _rel, copies
+        from rlwatch.sources import copies
 
-        for k, frame in polled:  # every run's first rows, to compare with a copy found later
-            if any(i.replaces for i in frame.runs.values()):  # renumbered: compare afresh
-                self._evidence.pop(k, None)
-                self._told = {pair for pair in self._told if k not in pair}
-            if frame.data.empty:
-                continue
-            self._last[k] = max(self._last.get(k, -1), int(frame.data["step"].max()))
-            buf = self._evidence.setdefault(k, [])
-            room = EVIDENCE - sum(map(len, buf))
-            if room > 0:
-                buf.append(frame.data[["metric", "step", "value"]].iloc[:room])
+        self._remember(polled)
         if len(self.runs) - len(self.retired) < 2:
             return
         # groups over every run found, copies too: a copy in the output folder joins the
@@ -299,36 +290,54 @@ class Follower:
             infos = [(self._info(k), rows[k]) for k in open_]
             found = copies.copies_of(infos, [self._last.get(k, -1) for k in open_])
             for kept in set(found.values()):
-                kk = open_[kept]
-                same = [kk, *(open_[c] for c, k in found.items() if k == kept)]
-                same += [c for c, k in self.retired.items() if k == kk]  # its earlier copies
-                top = min((self._folder(k) for k in same), key=len)
-                root = os.path.realpath(self.target)
-                new = _rel(top, root, Path(os.path.abspath(self.target)).name or str(self.target))
-                for c, k in found.items():  # the copies' names are free from now on
-                    if k == kept and open_[c] in self.names:
-                        gone = self.names.pop(open_[c])
-                        self.dropped[gone] = new
-                        for was, now in list(self.renames.items()):  # known by its old name
-                            if now == gone:
-                                del self.renames[was]
-                                self.dropped[was] = new
-                old = self.names.get(kk)
-                if new not in self.names.values():
-                    if old is not None and old != new:
-                        self._rename(old, new)
-                    self.names[kk] = new
-                    self.runs[kk].found.name = new
-                    self._kept[kk] = new
-            for copy, kept in found.items():
-                ck, kk = open_[copy], open_[kept]
-                self.retired[ck] = kk
-                self._evidence.pop(ck, None)
-                kept_name = self.names.get(kk, self.runs[kk].found.name)
-                self._notices.append(
-                    f"{self.runs[ck].found.address}: the same run as {kept_name} (its values "
-                    "agree); followed once"
-                )
+                self._keep(open_[kept], [open_[c] for c, k in found.items() if k == kept])
+
+    def _remember(self, polled: list[tuple[tuple[str, ...], RunFrame]]) -> None:
+        """Every run's first rows and last step, to compare with a copy found later."""
+        for k, frame in polled:
+            if any(i.replaces for i in frame.runs.values()):  # renumbered: compare afresh
+                self._evidence.pop(k, None)
+                self._told = {pair for pair in self._told if k not in pair}
+            if frame.data.empty:
+                continue
+            self._last[k] = max(self._last.get(k, -1), int(frame.data["step"].max()))
+            buf = self._evidence.setdefault(k, [])
+            room = EVIDENCE - sum(map(len, buf))
+            if room > 0:
+                buf.append(frame.data[["metric", "step", "value"]].iloc[:room])
+
+    def _keep(self, kept: tuple[str, ...], dropped: list[tuple[str, ...]]) -> None:
+        """`kept` goes on for itself and its copies `dropped`, named after the shallowest
+        folder of them all (earlier copies too), as diagnose names it; the copies stop."""
+        from rlwatch.sources import _rel
+
+        same = [kept, *dropped, *(c for c, k in self.retired.items() if k == kept)]
+        top = min((self._folder(k) for k in same), key=len)
+        root = os.path.realpath(self.target)
+        new = _rel(top, root, Path(os.path.abspath(self.target)).name or str(self.target))
+        for c in dropped:  # the copies' names are free from now on
+            if c in self.names:
+                gone = self.names.pop(c)
+                self.dropped[gone] = new
+                for was, now in list(self.renames.items()):  # known by its old name
+                    if now == gone:
+                        del self.renames[was]
+                        self.dropped[was] = new
+        old = self.names.get(kept)
+        if new not in self.names.values():
+            if old is not None and old != new:
+                self._rename(old, new)
+            self.names[kept] = new
+            self.runs[kept].found.name = new
+            self._kept[kept] = new
+        name = self.names.get(kept, self.runs[kept].found.name)
+        for c in dropped:
+            self.retired[c] = kept
+            self._evidence.pop(c, None)
+            self._notices.append(
+                f"{self.runs[c].found.address}: the same run as {name} (its values agree); "
+                "followed once"
+            )
 
     def _rename(self, old: str, new: str) -> None:
         """Tell the watcher a run's new name; a rename not yet taken is followed to the end
@@ -341,7 +350,11 @@ class Follower:
     def _folder(self, key: tuple[str, ...]) -> str:
         from rlwatch.sources import copies
 
-        return copies.folder_of(self.runs[key].found.kind, self.runs[key].found.address)
+        folder = self._folders.get(key)
+        if folder is None:  # a run's key is its address: its folder never changes
+            found = self.runs[key].found
+            folder = self._folders[key] = copies.folder_of(found.kind, found.address)
+        return folder
 
     def _info(self, key: tuple[str, ...]) -> Any:
         from rlwatch.frame import RunInfo
