@@ -18,7 +18,7 @@ from rlwatch.cli.app import app
 from rlwatch.engine.rules import load_rules
 from rlwatch.live import Watch
 
-METRIC_FILES = ("events.out.tfevents.", ".jsonl", ".log", ".wandb", ".txt", ".json")
+METRIC_FILES = ("events.out.tfevents.", ".jsonl", ".log", ".wandb", ".txt", ".json", ".ipynb", ".csv")
 
 
 def _runs() -> list[Path]:
@@ -61,7 +61,8 @@ def _replay(src: Path, dst: Path, seed: int, keep_rows: bool = False) -> Watch:
     watch.poll()  # nothing there yet: waiting
     assert watch.waiting
     for data, out in todo:
-        if out.name.endswith(".json"):  # trainer_state.json: rewritten whole at checkpoints
+        # trainer_state.json is rewritten whole at checkpoints, a notebook whole when saved
+        if out.name.endswith((".json", ".ipynb")):
             out.write_bytes(data)
             watch.poll()
             continue

@@ -959,6 +959,14 @@ class OffBest(Node):
             prior = np.fmax(prior, _shift(first, 1)) if falls else np.fmin(prior, _shift(first, 1))
         best = ctx.by_segment(prior, s.steps, lambda x: robust.best_so_far(x, falls))
         sigma = ctx.prior_sigma(metric, s, window, min_periods)
+        # a skewed metric (a reward that is 0 on most logs) has a MAD of its mode: its IQR
+        # says its spread (the same as the MAD's for symmetric noise)
+        iqr = ctx.per_metric(
+            ("prior_iqr", metric, window, min_periods),
+            s,
+            lambda x: robust.prior_iqr_sigma(x, window, min_periods),
+        )
+        sigma = np.fmax(sigma, iqr)
         # the spread around the best level (when it was reached), not the spread of the fall
         idx = np.arange(v.size)
         at_best = np.maximum.accumulate(np.where(prior == best, idx, 0))

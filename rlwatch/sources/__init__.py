@@ -368,26 +368,14 @@ def discover(target: str | os.PathLike[str], log_format: str | None = None) -> D
     return out
 
 
-# a project's own documents are never runs in a folder walk (a README may quote a log line);
-# a page of pasted logs (`part-of-logs.md`) or a notebook with a training table is
-DOC_NAMES = re.compile(
-    r"^(?:readme|source|changelog|changes|history|licen[cs]e|copying|notice|contributing|"
-    r"authors|security|code_of_conduct|design|todo)(?:[._-]|$)",
-    re.IGNORECASE,
-)
-
-
 def _looks_like_run(p: Path) -> bool:
     from rlwatch.sources import logs, swanlab, tensorboard
 
-    if p.suffix in (".md", ".html", ".txt", ".ipynb") and DOC_NAMES.match(p.name):
-        return False
     return (
         tensorboard.is_event_file(p)
         or p.suffix in (".wandb", ".db")
         or (p.name.endswith(swanlab.SUFFIX) and not swanlab.is_board_db(p))
-        or p.suffix in logs.LOG_SUFFIXES
-        or p.name.endswith(".log.txt")
+        or logs.is_log_name(p)
     )
 
 

@@ -27,6 +27,7 @@ from rlwatch.frame import RunFrame
 CATCH_UP = 16 << 20  # bytes of an event file read per poll while catching up (memory stays flat)
 MAX_STAMPED_DIRS = 2000  # folders whose mtimes are checked each poll for new runs
 SNIFFED = 64 * 1024  # a file not yet a run smaller than this is looked at again when it grows
+DEEP = 16 << 20  # logs.DEEP: the bytes a sniff reads at most
 REDISCOVER = 5.0  # seconds between two looks for new runs under a folder (once a run is found)
 
 
@@ -179,9 +180,14 @@ class Follower:
                 sizes += [(q, _stat(Path(q))) for q in (os.path.join(d, x) for x in files)]
                 if n > MAX_STAMPED_DIRS:
                     break
-        # only small ones: a growing file that was not a run when it was sniffed at this size
-        # or more (a W&B debug.log) will not become one, and must not make every poll a look
-        sizes = [x for x in sizes if x[0] not in known and x[1] is not None and x[1][0] < SNIFFED]
+        # a small file by its size; a larger one by its size's power of two, up to the bytes a
+        # sniff reads (logs.DEEP): a growing file that is not a run (a W&B debug.log) makes a
+        # look each time it doubles, not every poll, and one past DEEP never does
+        sizes = [
+            (q, st if st[0] < SNIFFED else (st[0].bit_length(), 0))
+            for q, st in sizes
+            if q not in known and st is not None and st[0] < DEEP
+        ]
         for run in self.runs.values():
             dirs.update(str(p.parent) for p in run.found.paths)
         return (

@@ -11,6 +11,7 @@ never parsed (it may be a line still being written): a warning says so.
 from __future__ import annotations
 
 import os
+import re
 from array import array
 from collections.abc import Iterable
 from pathlib import Path
@@ -99,13 +100,28 @@ def sniff(path: Path, head: str | None = None) -> str:
     except SourceError:
         if given or len(head) < HEAD // 2:
             raise
+        try:
+            st = os.stat(path)
+        except OSError:
+            raise
+        key = (st.st_dev, st.st_ino)
+        if st.st_size < 2 * _MISSED.get(key, 0):  # sniffed deep in vain at half this size
+            raise
         for block in _later_blocks(path):
             lines = [ln for ln in block.splitlines() if ln.strip()]
             objects = [ln for ln in lines if ln.lstrip().startswith("{")][:5]
             fmt = _sniff_lines(lines, block, objects)
             if fmt is not None:
                 return fmt
+        if len(_MISSED) > 4096:
+            _MISSED.clear()
+        _MISSED[key] = st.st_size
         raise
+
+
+# files sniffed deep in vain, by (device, inode) -> their size then: a growing file that is no
+# log (a W&B debug.log) is read deep again only once it has doubled (tail looks often)
+_MISSED: dict[tuple[int, int], int] = {}
 
 
 def _sniff_lines(lines: list[str], head: str, objects: list[str] | None = None) -> str | None:
@@ -312,13 +328,25 @@ def load_file(path: str | os.PathLike[str], fmt: str | None = None) -> RunFrame:
     return _frame(p, fmt, cols, warnings)
 
 
+# a project's own documents are never runs in a folder walk (a README may quote a log line);
+# a page of pasted logs (`part-of-logs.md`) or a notebook with a training table is
+DOC_NAMES = re.compile(
+    r"^(?:readme|source|changelog|changes|history|licen[cs]e|copying|notice|contributing|"
+    r"authors|security|code_of_conduct|design|todo)(?:[._-]|$)",
+    re.IGNORECASE,
+)
+
+
+def is_log_name(p: Path) -> bool:
+    """A file a folder's walk takes for a log, by its name (its content is sniffed later)."""
+    if p.suffix in (".md", ".html", ".txt", ".ipynb") and DOC_NAMES.match(p.name):
+        return False
+    return p.suffix in LOG_SUFFIXES or p.name.endswith(".log.txt")
+
+
 def log_files(directory: Path) -> list[Path]:
-    """Candidate log files below a directory (by suffix), in name order."""
-    return sorted(
-        p
-        for p in directory.rglob("*")
-        if p.is_file() and (p.suffix in LOG_SUFFIXES or p.name.endswith(".log.txt"))
-    )
+    """Candidate log files below a directory (by name), in name order."""
+    return sorted(p for p in directory.rglob("*") if p.is_file() and is_log_name(p))
 
 
 def load_dir(directory: Path, fmt: str | None = None) -> RunFrame:
