@@ -18,7 +18,16 @@ from rlwatch.cli.app import app
 from rlwatch.engine.rules import load_rules
 from rlwatch.live import Watch
 
-METRIC_FILES = ("events.out.tfevents.", ".jsonl", ".log", ".wandb", ".txt", ".json", ".ipynb", ".csv")
+METRIC_FILES = (
+    "events.out.tfevents.",
+    ".jsonl",
+    ".log",
+    ".wandb",
+    ".txt",
+    ".json",
+    ".ipynb",
+    ".csv",
+)
 
 
 def _runs() -> list[Path]:
