@@ -241,3 +241,44 @@ def test_deepspeed_chat_step3_reads_the_reward_printed_after_each_step(tmp_path:
     assert _values(frame, "loss") == pytest.approx([0.3 - s / 100 for s in range(8)])
     assert info.metrics["value_loss"] == "cri_loss"
     assert frame.steps(info.name)[1:] == (0, 7)
+
+
+# -- CSV: properties ------------------------------------------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from rlwatch.frame import RunFrame  # noqa: E402
+
+_numbers = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    table=st.lists(st.lists(_numbers, min_size=2, max_size=2), min_size=1, max_size=30),
+    crlf=st.booleans(),
+)
+def test_a_csv_table_reads_back_its_values(tmp_path_factory, table, crlf: bool) -> None:
+    p = tmp_path_factory.mktemp("csv") / "metrics.csv"
+    end = "\r\n" if crlf else "\n"
+    rows = ["step,loss,reward"] + [f"{i},{a!r},{b!r}" for i, (a, b) in enumerate(table)]
+    p.write_text(end.join(rows) + end)
+    frame = load(str(p))
+    assert _values(frame, "loss") == [a for a, _ in table]
+    assert _values(frame, "reward_mean") == [b for _, b in table]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.binary(max_size=3000)
+    | st.text(alphabet='step,loss"\r\n\x00 0123456789.e-', max_size=400).map(str.encode)
+)
+def test_any_bytes_read_as_csv_are_rows_or_one_error(tmp_path_factory, data: bytes) -> None:
+    """Forced `--log-format csv` on anything (stray quotes, CRs and NULs inside a line): a
+    frame, or a SourceError (one line, exit 2), never another exception."""
+    p = tmp_path_factory.mktemp("csv") / "x.csv"
+    p.write_bytes(data)
+    try:
+        frame = logs.load_file(p, "csv")
+    except SourceError:
+        return
+    assert isinstance(frame, RunFrame) and len(frame.data) > 0

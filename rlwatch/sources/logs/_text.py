@@ -833,7 +833,15 @@ class Csv:
         import csv
 
         cols = self.cols
-        for row in csv.reader(lines(text)):
+        reader = csv.reader(lines(text))
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
+            except csv.Error:  # a stray quote or CR, a field past csv's limit: not a row
+                cols.skip("lines that are not CSV rows")
+                continue
             if self.header is None:
                 header = _csv_header(",".join(row)) if row else None
                 if header is not None:
