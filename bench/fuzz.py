@@ -44,6 +44,9 @@ KINDS = [
     "pydicts_cut",
     "pydicts_bar",
     "pydicts_summary",
+    "csv",
+    "notebook",
+    "dschat",
     "wandb",
     "rules",
     "config",
@@ -155,6 +158,25 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
     summary = {"train_runtime": "12.5", "train_steps_per_second": f"{10 * steps / 12.5:.4g}"}
     out += repr({**summary, "train_loss": "0.1", "epoch": f"{10 * steps / 40:.4g}"}) + "\n"
     seeds["pydicts_summary"] = ("train.out", out.encode())
+    # a metrics CSV (verl's shape), a notebook's progress table, DeepSpeed-Chat's step-3 log
+    csv = "step,critic/score/mean,actor/entropy,actor/grad_norm,timing_s/gen\n" + "".join(
+        f"{s},{0.1 + s / 100:.4f},{0.5 - s / 200:.4f},0.3,4.1\n" for s in range(1, steps + 1)
+    )
+    seeds["csv"] = ("metrics.csv", csv.encode())
+    head = "".join(f"<th>{h}</th>" for h in ("Step", "Training Loss", "reward", "kl"))
+    body = "".join(
+        f"<tr><td>{s}</td><td>0.01</td><td>{s / 10:.3f}</td><td>0.001</td></tr>"
+        for s in range(1, steps + 1)
+    )
+    html = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    nb = {"cells": [{"cell_type": "code", "outputs": [{"data": {"text/html": [html]}}]}]}
+    seeds["notebook"] = ("grpo.ipynb", json.dumps(nb).encode())
+    ds = "".join(
+        f"epoch: 0|step: {s}|ppo_ep: 1|act_loss: {0.3 - s / 100}|cri_loss: 0.17|unsuper_loss: 0.0\n"
+        f"average reward score: {s / 10}\n" + "-" * 40 + "\n"
+        for s in range(steps)
+    )
+    seeds["dschat"] = ("training.log", ds.encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])
