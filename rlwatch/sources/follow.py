@@ -310,7 +310,8 @@ class Follower:
             buf = self._evidence.setdefault(k, [])
             room = EVIDENCE - sum(map(len, buf))
             if room > 0:
-                buf.append(frame.data[["metric", "step", "value"]].iloc[:room])
+                # a copy of the first rows alone: a view would keep the whole piece alive
+                buf.append(frame.data.iloc[:room][["metric", "step", "value"]].copy())
 
     def _keep(self, kept: tuple[str, ...], dropped: list[tuple[str, ...]]) -> None:
         """`kept` goes on for itself and its copies `dropped`, named after the shallowest
