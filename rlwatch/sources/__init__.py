@@ -493,8 +493,9 @@ def load(
         with ThreadPoolExecutor(max_workers=workers or min(4, os.cpu_count() or 1)) as pool:
             results = list(pool.map(run, plan))
     names: set[str] = set()
-    unique = []
-    folded: dict[str, list[RunFrame]] = {}  # a folder target's runs, for copies.fold
+    # (folder target or None, its runs): a folder's runs are folded together (copies.fold)
+    parts: list[tuple[str | None, list[RunFrame]]] = []
+    of_target: dict[str, list[RunFrame]] = {}
     for (t, folder, _ident, _loader), res in zip(plan, results, strict=True):
         if res is None:
             continue
@@ -511,27 +512,30 @@ def load(
         if clash:
             res = res.renamed(clash)
         names.update(res.runs)
-        if folder:
-            if t not in folded:
-                unique.append(folded.setdefault(t, []))
-            folded[t].append(res)
-        else:
-            unique.append([res])
-    from rlwatch.sources import copies
-
-    def fold(part: list[RunFrame]) -> RunFrame:
-        t = next((t for t, parts in folded.items() if parts is part), None)
-        if t is None:
-            return RunFrame.concat(part)
-        root = os.path.realpath(t)
-        name = Path(os.path.abspath(t)).name or t
-        return copies.fold(RunFrame.concat(part), lambda d: _rel(d, root, name))
-
-    frame = RunFrame.concat([fold(part) for part in unique])
+        if not folder:
+            parts.append((None, [res]))
+            continue
+        if t not in of_target:
+            parts.append((t, of_target.setdefault(t, [])))
+        of_target[t].append(res)
+    frame = RunFrame.concat([_folded(t, frames) for t, frames in parts])
     if not frame.runs and skipped:
         raise SourceError(f"no run could be read ({len(skipped)} skipped; first: {skipped[0]})")
     frame.skipped = skipped
     return frame
+
+
+def _folded(target: str | None, frames: list[RunFrame]) -> RunFrame:
+    """The runs read under a folder target, copies of one run kept once (named by the folder
+    they were found in, relative to the target, as discovery names runs)."""
+    frame = RunFrame.concat(frames)
+    if target is None:
+        return frame
+    from rlwatch.sources import copies
+
+    root = os.path.realpath(target)
+    name = Path(os.path.abspath(target)).name or target
+    return copies.fold(frame, lambda d: _rel(d, root, name))
 
 
 def _remote_like(t: str) -> bool:

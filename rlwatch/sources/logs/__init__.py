@@ -39,7 +39,7 @@ FORMATS = {
 }
 USER_REGEX = "regex:"
 # what a folder's walk treats as a log; a notebook or a page (.ipynb, .md, .html) can hold a
-# progress table or a pasted log (a README.md or SOURCE.md is not a run: sources.DOC_NAMES)
+# progress table or a pasted log (a README.md or SOURCE.md is not a run: DOC_NAMES below)
 LOG_SUFFIXES = {
     ".log",
     ".txt",
@@ -100,10 +100,7 @@ def sniff(path: Path, head: str | None = None) -> str:
     except SourceError:
         if given or len(head) < HEAD // 2:
             raise
-        try:
-            st = os.stat(path)
-        except OSError:
-            raise
+        st = os.stat(path)
         key = (st.st_dev, st.st_ino)
         if st.st_size < 2 * _MISSED.get(key, 0):  # sniffed deep in vain at half this size
             raise

@@ -770,8 +770,13 @@ def _csv_header(line: str) -> list[str] | None:
         (cells,) = list(csv.reader([line]))
     except (csv.Error, ValueError):
         return None
+    return _header_cells(cells)
+
+
+def _header_cells(cells: list[str]) -> list[str] | None:
+    """The cells as a header (names, at least two, the first not empty), or None."""
     cells = [c.strip() for c in cells]
-    if len(cells) < 2 or any(not c for c in cells[:1]):
+    if len(cells) < 2 or not cells[0]:
         return None
     if any(_number(c) for c in cells):  # a header names; a row of numbers is no header
         return None
@@ -843,9 +848,9 @@ class Csv:
                 cols.skip("lines that are not CSV rows")
                 continue
             if self.header is None:
-                header = _csv_header(",".join(row)) if row else None
+                header = _header_cells(row)
                 if header is not None:
-                    self._start([c.strip() for c in row])
+                    self._start(header)
                 continue
             if len(row) != len(self.header):
                 if row:
