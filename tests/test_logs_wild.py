@@ -58,6 +58,17 @@ def test_a_verl_console_after_a_megabyte_of_debug_prints(tmp_path: Path) -> None
     assert _values(load(str(p)), "reward_mean") == pytest.approx([s / 10 for s in range(1, 10)])
 
 
+def test_only_captured_output_is_sniffed_past_its_head(tmp_path: Path) -> None:
+    """A large page or notebook in a folder is judged by its first 256 KiB: a docs folder of big
+    HTML files is not read 16 MiB a file."""
+    body = WARNING * 4000 + "step:1 - actor/entropy:0.5 - critic/score/mean:0.1\n" * 3
+    (tmp_path / "report.html").write_text(body)
+    (tmp_path / "job.out").write_text(body)
+    with pytest.raises(SourceError, match="unrecognised log format"):
+        logs.sniff(tmp_path / "report.html")
+    assert logs.sniff(tmp_path / "job.out") == "verl-console"
+
+
 def test_sniffing_gives_up_after_its_bound(tmp_path: Path) -> None:
     """No format in the first 16 MiB: unrecognised, however long the file (bounded work)."""
     p = tmp_path / "noise.log"

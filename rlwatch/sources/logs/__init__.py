@@ -59,6 +59,9 @@ MAX_DOCUMENT = 1 << 30  # a JSON/HTML document is read whole: refuse anything la
 
 HEAD = 256 << 10  # bytes sniffed first
 DEEP = 16 << 20  # bytes sniffed at most: a run's first metric line after pages of warnings
+# the files sniffed past HEAD: captured output, where a job prints pages before its first log
+# (a folder's large pages, notebooks, CSVs and JSON documents are judged by their head)
+CONSOLES = {".log", ".out", ".err", ".txt", ".jsonl", ".ndjson"}
 
 
 def _head(path: Path) -> str:
@@ -90,15 +93,16 @@ def _later_blocks(path: Path) -> Any:
 
 # -- sniffing and loading ------------------------------------------------------------------
 def sniff(path: Path, head: str | None = None) -> str:
-    """The format of a log file, from its first 256 KiB; a log whose first metric line comes
-    later (after pages of warnings or debug prints) is sniffed on, up to 16 MiB."""
+    """The format of a log file, from its first 256 KiB; a captured output (CONSOLES) whose
+    first metric line comes later (after pages of warnings or debug prints) is sniffed on, up
+    to 16 MiB."""
     given = head is not None
     if head is None:
         head = _head(path)
     try:
         return _sniff(path, head)
     except SourceError:
-        if given or len(head) < HEAD // 2:
+        if given or len(head) < HEAD // 2 or path.suffix not in CONSOLES:
             raise
         st = os.stat(path)
         key = (st.st_dev, st.st_ino)
