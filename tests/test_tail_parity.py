@@ -29,6 +29,8 @@ METRIC_FILES = (
     ".csv",
     ".md",  # a console saved as Markdown (README.md and SOURCE.md are never runs)
     ".html",
+    ".swanlab",  # a SwanLab run's record file (appended as it trains)
+    ".db",  # a trackio project (SQLite: rewritten in place, given whole below)
 )
 
 
@@ -72,8 +74,9 @@ def _replay(src: Path, dst: Path, seed: int, keep_rows: bool = False) -> Watch:
     watch.poll()  # nothing there yet: waiting
     assert watch.waiting
     for data, out in todo:
-        # trainer_state.json is rewritten whole at checkpoints, a notebook whole when saved
-        if out.name.endswith((".json", ".ipynb")):
+        # trainer_state.json is rewritten whole at checkpoints, a notebook whole when saved,
+        # a SQLite store in place (never as a growing prefix)
+        if out.name.endswith((".json", ".ipynb", ".db")):
             out.write_bytes(data)
             watch.poll()
             continue

@@ -91,6 +91,29 @@ def test_same_values_as_tensorboard(project: Path, tmp_path: Path) -> None:
     assert len(d) == len(tb)
 
 
+def test_a_project_beside_its_twin_is_one_run(project: Path, tmp_path: Path) -> None:
+    """A run logged to trackio and TensorBoard at once (report_to=["tensorboard", "trackio"])
+    is one run of its folder in diagnose (the many-run executor) as in sources.load; the
+    project's other runs stay runs of their own."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from rlwatch.cli.app import app
+
+    out = tmp_path / "out"  # the trainer's output folder, TRACKIO_DIR set to it
+    write_tbx(out / "runs" / "Nov27_00-41-49_vm", SERIES)
+    shutil.copy(project, out / "sweep.db")
+    r = CliRunner().invoke(app, ["diagnose", str(out), "--format", "json", "--exit-zero"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)
+    addresses = sorted(run["address"] for run in report["runs"])
+    assert len(addresses) == 3, addresses  # verl-run folded into tb; trl-run, nonfinite alone
+    assert not any(a.endswith(" run verl-run") for a in addresses)
+    assert "verl-run (its values agree)" in r.stderr
+    assert len(load([str(out)]).runs) == 3
+
+
 def test_project_runs_config_and_sniffing(project: Path) -> None:
     assert tr.is_store(project)
     frame = resolve(str(project))()

@@ -67,11 +67,13 @@ class Found:
     log_format: str | None = None
     notes: list[str] = field(default_factory=list)
     own_name: bool = False  # keep the name the source gives (a W&B run's display name)
+    run: str | None = None  # a trackio project's one run (its key): this run only
 
     @property
     def key(self) -> tuple[str, ...]:
         """Identity of the run on disk (the same run given twice is read once)."""
-        return (self.kind, *sorted(os.path.realpath(p) for p in self.paths))
+        key = (self.kind, *sorted(os.path.realpath(p) for p in self.paths))
+        return key if self.run is None else (*key, self.run)
 
     def load(self) -> RunFrame:
         try:
@@ -104,7 +106,10 @@ class Found:
         elif self.kind == "trackio":
             from rlwatch.sources import trackio
 
-            frame = trackio.load(self.paths[0])
+            frame = trackio.load(self.paths[0], self.run)
+            if self.run is not None:  # one run of the project, named as found
+                (old,) = frame.runs
+                return self._noted(frame.renamed({old: self.name}))
             if not self.own_name:  # a project of runs: each under the project's path
                 frame = frame.renamed({n: f"{self.name}/{n}" for n in frame.runs})
             return self._noted(frame)
