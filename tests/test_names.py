@@ -239,3 +239,14 @@ def test_nemo_rl_keys_as_its_loggers_write_them() -> None:
         r = names.resolve(list(keys))
         assert r.framework == "nemo_rl"
         assert {raw: canon for canon, raw in r.canonical.items()} == keys
+
+
+def test_tinker_loops_own_keys() -> None:
+    """A Tinker training loop of one's own logs `policy/entropy` (the sampled tokens' mean
+    negative log-prob) beside the cookbook's progress/optim/reward keys: it is the entropy."""
+    r = names.resolve(
+        ["progress/done_frac", "optim/lr", "reward/mean", "policy/entropy", "time/total"]
+    )
+    assert r.framework == "tinker"
+    assert r.canonical["entropy"] == "policy/entropy"
+    assert r.canonical["reward_mean"] == "reward/mean"
