@@ -149,9 +149,9 @@ def test_heldout_generation_is_separate_and_balanced():
         assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} held-out runs broken"
 
 
-@pytest.mark.parametrize("k", [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18])
+@pytest.mark.parametrize("k", [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19])
 def test_later_heldout_generations_are_separate_and_balanced(k: int):
-    """Each later held-out batch (ho2-* .. ho18-*) uses seeds no earlier run used, is split
+    """Each later held-out batch (ho2-* .. ho19-*) uses seeds no earlier run used, is split
     healthy/broken, and falls in its own evaluation set, none other."""
     import evaluate
     import make_runs
@@ -176,6 +176,7 @@ def test_later_heldout_generations_are_separate_and_balanced(k: int):
         make_runs.heldout16_specs(),
         make_runs.heldout17_specs(),
         make_runs.heldout18_specs(),
+        make_runs.heldout19_specs(),
     ]
     earlier = [sp for batch in batches[:k] for sp in batch]
     held = batches[k]
@@ -192,7 +193,7 @@ def test_later_heldout_generations_are_separate_and_balanced(k: int):
         assert 0.3 <= broken / len(made) <= 0.7, f"{broken}/{len(made)} {prefix}* runs broken"
 
 
-PENDING_FIRST_MEASUREMENT: tuple[str, ...] = ()  # batches labelled, not yet measured
+PENDING_FIRST_MEASUREMENT: tuple[str, ...] = ("ho19-",)  # batches labelled, not yet measured
 
 
 def _case(name: str):
@@ -318,28 +319,42 @@ def test_mlflow_and_wandb_give_the_tensorboard_verdicts(name: str, source: str, 
 ALL_TRACKERS = sorted(
     n for n in LABELS if (RUNS / n / "wandb").is_dir() and (RUNS / n / "mlflow.db").is_file()
 )
+LOCAL_TRACKERS = sorted(
+    n for n in LABELS if (RUNS / n / "trackio").is_dir() and (RUNS / n / "swanlog").is_dir()
+)
 
 
-@pytest.mark.parametrize("name", ALL_TRACKERS)
+def _records(d: Path) -> dict[str, list[str]]:
+    """Each tracker's record of the run in folder d, as a diagnose target."""
+    out = {"tb": [str(d / "tb")]}
+    if (d / "wandb").is_dir():
+        out["wandb"] = [str(d / "wandb")]
+    if (d / "mlflow.db").is_file():
+        out["mlflow"] = [f"mlflow:realgen/{d.name}", "--tracking-uri", f"sqlite:///{d}/mlflow.db"]
+    if (d / "trackio").is_dir():
+        out["trackio"] = [f"{d}/trackio/huggingface.db"]
+    if (d / "swanlog").is_dir():
+        out["swanlab"] = [str(d / "swanlog")]
+    out["folder"] = [str(d)]  # all of them and the console and state: one run
+    return out
+
+
+@pytest.mark.parametrize("name", ALL_TRACKERS + LOCAL_TRACKERS)
 def test_every_tracker_of_a_run_gives_the_same_verdicts(name: str):
-    """A run logged by TensorBoard, W&B offline and MLflow at once (report_to="all"): each
-    record, read by its own reader, maps the same canonical metrics and gives the same episodes
-    (rule, first step, last step)."""
+    """A run logged by several trackers at once -- TensorBoard, W&B offline and MLflow
+    (report_to="all"), or TensorBoard, trackio and SwanLab offline: each record, read by its
+    own reader, maps the same canonical metrics and gives the same episodes (rule, first step,
+    last step), and the run's folder is one run with those episodes."""
     import json
 
     from typer.testing import CliRunner
 
     from rlwatch.cli.app import app
 
-    assert len(ALL_TRACKERS) >= 18  # the ho18-* batch: a missing fixture fails, never skips
-    d = RUNS / name
-    records = {
-        "tb": [str(d / "tb")],
-        "wandb": [str(d / "wandb")],
-        "mlflow": [f"mlflow:realgen/{name}", "--tracking-uri", f"sqlite:///{d}/mlflow.db"],
-    }
+    # the ho18-* and ho19-* batches: a missing fixture fails, never skips
+    assert len(ALL_TRACKERS) >= 18 and len(LOCAL_TRACKERS) >= 18
     seen = {}
-    for record, args in records.items():
+    for record, args in _records(RUNS / name).items():
         r = CliRunner().invoke(app, ["diagnose", *args, "--format", "json", "--exit-zero"])
         assert r.exit_code == 0, r.output[-2000:]
         report = json.loads(r.stdout)
@@ -349,8 +364,9 @@ def test_every_tracker_of_a_run_gives_the_same_verdicts(name: str):
             for v in report["verdicts"]
             for e in v["episodes"]
         )
-        # TRL also sends its profiling timings, every step, to W&B and MLflow (not to
-        # TensorBoard): the step ranges differ, the canonical metrics and verdicts may not
+        # TRL also sends its profiling timings, every step, to W&B, MLflow and trackio (not
+        # to TensorBoard): the step ranges differ, the canonical metrics and verdicts may not
         seen[record] = (episodes, sorted(run["metrics"]))
     assert seen["tb"][1], "no metric read"
-    assert seen["wandb"] == seen["tb"] and seen["mlflow"] == seen["tb"]
+    for record, got in seen.items():
+        assert got == seen["tb"], record
