@@ -200,6 +200,33 @@ def test_a_wandb_csv_export(tmp_path: Path) -> None:
     assert _values(frame, "reward_mean") == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
 
 
+def test_a_wandb_csv_export_of_several_runs_is_one_run_each(tmp_path: Path) -> None:
+    """A chart exported with the runs it compares (a paper's figure data): each `<run> - `
+    prefix is a run of its own, its empty cells (steps that run did not log) no values; tail
+    reads it as diagnose does."""
+    from rlwatch.sources.logs import Follower
+
+    p = tmp_path / "wandb_export_2026-01-29.csv"
+    head = ['"Step"']
+    for run in ("TreeRL", "GRPO"):
+        k = f"{run} - actor/entropy"
+        head += [f'"{k}"', f'"{k}__MIN"', f'"{k}__MAX"']
+    rows = [",".join(head)]
+    for s in range(1, 41):
+        tree = f"{0.5 * 0.9**s}" if s % 2 else ""  # logged every other step
+        grpo = f"{0.5}"
+        rows.append(",".join(f'"{c}"' for c in (s, tree, tree, tree, grpo, grpo, grpo)))
+    p.write_text("\n".join(rows) + "\n")
+    frame = load(str(p))
+    assert sorted(frame.runs) == ["wandb_export_2026-01-29/GRPO", "wandb_export_2026-01-29/TreeRL"]
+    tree = frame.data[frame.data["run"] == "wandb_export_2026-01-29/TreeRL"]
+    assert set(tree["metric"].astype(str)) == {"entropy"}
+    assert tree["step"].tolist() == list(range(1, 41, 2))
+    assert tree["value"].iloc[-1] == pytest.approx(0.5 * 0.9**39)
+    live = Follower(p).poll()
+    assert sorted(live.runs) == sorted(frame.runs) and len(live.data) == len(frame.data)
+
+
 def test_a_custom_metrics_csv_without_a_step_column(tmp_path: Path) -> None:
     p = tmp_path / "metrics.csv"
     p.write_text("timestamp,loss,mean_reward,training_phase\n"

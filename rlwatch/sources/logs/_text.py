@@ -845,8 +845,8 @@ class Csv:
             self.cols.facts["steps"] = "row numbers (no step column)"
         names = [CSV_PREFIX.sub(r"\2", h) for h in header]
         prefixes = {m.group(1) for h in header if (m := CSV_PREFIX.match(h))}
-        if len(prefixes) != 1:  # one run's export only: several runs keep their columns' names
-            names = list(header)
+        if len(prefixes) != 1:  # several runs keep their columns' names: one run each, later
+            names = list(header)  # (logs._export_runs)
         self.keys = [
             None if i == self.step_at or CSV_EXTREMES.search(h) else n
             for i, (h, n) in enumerate(zip(header, names, strict=True))
