@@ -252,7 +252,8 @@ def _export_runs(frame: RunFrame) -> RunFrame:
         metric = found.loc[rows.index, 1].to_numpy()
         tags, codes = np.unique(metric, return_inverse=True)
         one = RunInfo(f"{info.name}/{run}", info.source, info.address, files=list(info.files))
-        one.warnings, one.hparams = list(info.warnings), dict(info.hparams)
+        one.warnings = [] if parts else list(info.warnings)  # the file's: said once
+        one.hparams = dict(info.hparams)
         parts.append(
             RunFrame.from_arrays(
                 one,
