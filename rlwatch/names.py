@@ -35,6 +35,9 @@ class Metric:
     name: str
     description: str
     aliases: tuple[Alias, ...]
+    # a held-out evaluation (`evaluation: true`): one value every eval interval, a point
+    # estimate, not the mean of a logging interval's steps
+    evaluation: bool = False
 
 
 @dataclass(frozen=True)
@@ -95,8 +98,17 @@ def catalogue(path: str | None = None) -> Catalogue:
                     aliases.append(Alias(str(k["key"]), fw, float(k.get("scale", 1.0))))
                 else:
                     aliases.append(Alias(str(k), fw))
-        metrics[name] = Metric(name, spec.get("description", ""), tuple(aliases))
+        evaluation = spec.get("evaluation", False)
+        if not isinstance(evaluation, bool):
+            raise RuleFileError(f"metric {name!r}: 'evaluation' is true or false", p)
+        metrics[name] = Metric(name, spec.get("description", ""), tuple(aliases), evaluation)
     return Catalogue(metrics, frameworks, p)
+
+
+@cache
+def evaluation_metrics() -> frozenset[str]:
+    """Canonical metrics of held-out evaluations (the shipped table's `evaluation: true`)."""
+    return frozenset(m.name for m in catalogue().metrics.values() if m.evaluation)
 
 
 def _forms(key: str) -> list[str]:

@@ -182,16 +182,24 @@ def at_resolution(node: Node, r: int) -> Node:
     ("entropy below 10% of the median of its first 10 logs"). A TRL log averages the metrics
     over its `r` steps, so a window of 20 logs is 20/r of them and the early level of the first
     10 logs is the first 10/r: every parameter declared `per_log` is scaled (`scaled_count`);
-    thresholds, `within`'s training steps and a rule's `for` (`rules.at_resolution`) are not.
-    The same node is returned when nothing changes (r <= 1: every log a step)."""
+    thresholds, `within`'s training steps and a rule's `for` (`rules.at_resolution`) are not;
+    nor are the counts of a condition on a held-out evaluation (`names.evaluation_metrics`):
+    it is logged at its own cadence, one point estimate per evaluation, so "the last 2
+    evaluations" stay 2 whatever the training logs' interval. The same node is returned when
+    nothing changes (r <= 1: every log a step)."""
     if r <= 1:
         return node
+    from rlwatch.names import evaluation_metrics
+
+    own_cadence = getattr(node, "metric", None) in evaluation_metrics()
     changes: dict[str, Any] = {}
     for p in node.PARAMS:
         v = getattr(node, p.name)
         if v is None:
             continue
         if p.per_log is not None:
+            if own_cadence:
+                continue
             nv = scaled_count(int(v), r, p.per_log)
             if nv != v:
                 changes[p.name] = nv
