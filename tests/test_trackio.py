@@ -214,3 +214,33 @@ def test_read_while_training_writes(tmp_path: Path) -> None:
         p.stdin.write("\n")
         p.stdin.close()
         p.wait(timeout=120)
+
+
+def test_a_cut_or_foreign_sqlite_file_is_named_never_read_as_a_log(
+    project: Path, tmp_path: Path
+) -> None:
+    """A trackio store cut short: one line and exit 2 when given, a skipped file named in a
+    folder (its neighbours read); another app's SQLite file is not a trackio project."""
+    from typer.testing import CliRunner
+
+    from rlwatch.cli.app import app
+
+    out = tmp_path / "out"
+    write_tbx(out / "runs" / "x", SERIES)
+    cut = out / "sweep.db"
+    cut.write_bytes(project.read_bytes()[:8192])
+    r = CliRunner().invoke(app, ["diagnose", str(cut)])
+    assert r.exit_code == 2
+    assert "a SQLite file that cannot be read" in r.stderr and "Traceback" not in r.output
+    r = CliRunner().invoke(app, ["diagnose", str(out), "--format", "json", "--exit-zero"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)
+    assert len(report["runs"]) == 1
+    assert any("sweep.db" in s["path"] for s in report["skipped"]), report["skipped"]
+    other = tmp_path / "app.db"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    r = CliRunner().invoke(app, ["diagnose", str(other)])
+    assert r.exit_code == 2 and "not a trackio project" in r.stderr

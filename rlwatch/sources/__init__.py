@@ -189,6 +189,19 @@ def _file_kind(path: Path) -> str:
     return "log"
 
 
+def _not_a_store(path: Path) -> str:
+    """Why a .db file is no run: a SQLite file that cannot be read, or not trackio's."""
+    from rlwatch.sources import trackio
+
+    problem = trackio.sqlite_problem(path)
+    if problem is not None:
+        return f"a SQLite file that cannot be read ({problem}): a trackio project cut or damaged?"
+    return (
+        "not a trackio project (no `metrics` table with trackio's columns); read an MLflow "
+        "store as mlflow:EXPERIMENT --tracking-uri sqlite:///PATH"
+    )
+
+
 def _log_candidate(path: Path, log_format: str | None) -> tuple[bool, str | None]:
     """(is a run, the reason it cannot be read) for a log-suffixed file below a folder."""
     from rlwatch.sources import logs
@@ -223,6 +236,8 @@ def discover(target: str | os.PathLike[str], log_format: str | None = None) -> D
     if not stat.S_ISDIR(st.st_mode):
         check_readable_file(path)
         kind = "log" if log_format is not None else _file_kind(path)
+        if kind == "log" and log_format is None and path.suffix == ".db":
+            raise SourceError(f"{path}: {_not_a_store(path)}")
         if kind == "tensorboard":
             name = path.parent.name or path.name
             out.runs.append(Found(name, kind, [path], str(path)))
@@ -282,6 +297,12 @@ def discover(target: str | os.PathLike[str], log_format: str | None = None) -> D
                 out.skipped.append(Skipped(e.path, f"is {special}, not a regular file"))
                 continue
             kind = "log" if log_format is not None else _file_kind(p)
+            if kind == "log" and p.suffix == ".db":  # another app's database is no run
+                from rlwatch.sources import trackio
+
+                if trackio.sqlite_problem(p) is not None:
+                    out.skipped.append(Skipped(e.path, _not_a_store(p)))
+                continue
             {"tensorboard": events, "log": log_files, "trackio": stores}.get(kind, wandbs).append(
                 (p, kind) if kind in ("wandb", "swanlab") else p
             )

@@ -70,6 +70,27 @@ def is_store(path: Path) -> bool:
     return {"run_name", "step", "metrics", "timestamp"} <= cols
 
 
+def sqlite_problem(path: Path) -> str | None:
+    """Why a file that begins as SQLite cannot be read as a database (a store cut short or
+    damaged: "database disk image is malformed", ...); None when it reads or is no SQLite."""
+    import sqlite3
+
+    try:
+        with open(path, "rb") as f:
+            if f.read(16) != _SQLITE_MAGIC:
+                return None
+        db = _connect(path)
+        try:
+            db.execute("SELECT name FROM sqlite_master").fetchall()  # not a scan of the file
+        finally:
+            db.close()
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    except sqlite3.Error as exc:
+        return str(exc) or type(exc).__name__
+    return None
+
+
 def parse(target: str) -> tuple[Path, str | None] | None:
     """(project file, run name or None) of a trackio: target; None for other targets."""
     if not target.startswith("trackio:"):
