@@ -320,3 +320,14 @@ def test_any_bytes_read_as_csv_are_rows_or_one_error(tmp_path_factory, data: byt
     except SourceError:
         return
     assert isinstance(frame, RunFrame) and len(frame.data) > 0
+
+
+def test_a_csv_of_ones_own_with_dashes_in_its_names_stays_one_run(tmp_path: Path) -> None:
+    """Only W&B's export (its `Step` column) is split by `<run> - ` prefixes."""
+    p = tmp_path / "metrics.csv"
+    rows = ["step,train - loss,val - loss"]
+    rows += [f"{s},{1 / (s + 1)},{1.2 / (s + 1)}" for s in range(8)]
+    p.write_text("\n".join(rows) + "\n")
+    frame = load(str(p))
+    assert len(frame.runs) == 1
+    assert set(frame.data["tag"].astype(str)) == {"train - loss", "val - loss"}

@@ -232,7 +232,7 @@ def _frame(path: Path, fmt: str, cols: Cols, warnings: list[str] | None) -> RunF
     if fmt == "verl-console" and cols.numbers_seen and cols.numbers_3dp >= 0.99 * cols.numbers_seen:
         info.decimals = 3  # verl <= 0.4 printed f"{v:.3f}": 0.000 means below resolution
     frame = cols.frame(info)
-    return _export_runs(frame) if fmt == "csv" else frame
+    return _export_runs(frame) if cols.runs_by_prefix else frame
 
 
 def _export_runs(frame: RunFrame) -> RunFrame:
