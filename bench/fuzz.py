@@ -45,6 +45,7 @@ KINDS = [
     "pydicts_bar",
     "pydicts_summary",
     "csv",
+    "wandb_csv",
     "notebook",
     "dschat",
     "spaced",
@@ -164,6 +165,15 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
         f"{s},{0.1 + s / 100:.4f},{0.5 - s / 200:.4f},0.3,4.1\n" for s in range(1, steps + 1)
     )
     seeds["csv"] = ("metrics.csv", csv.encode())
+    # W&B's panel export of two runs: "Step", then "<run> - <key>" with __MIN/__MAX, all quoted
+    cells = ['"Step"'] + [
+        f'"{r} - actor/entropy{x}"' for r in ("grpo-a", "grpo-b") for x in ("", "__MIN", "__MAX")
+    ]
+    rows = [",".join(cells)]
+    for s in range(1, steps + 1):
+        a, b = f"{0.5 - s / 200:.4f}", f"{0.5 * 0.9**s:.4g}" if s % 2 else ""
+        rows.append(",".join(f'"{c}"' for c in (s, a, a, a, b, b, b)))
+    seeds["wandb_csv"] = ("wandb_export_2026-01-29.csv", ("\n".join(rows) + "\n").encode())
     head = "".join(f"<th>{h}</th>" for h in ("Step", "Training Loss", "reward", "kl"))
     body = "".join(
         f"<tr><td>{s}</td><td>0.01</td><td>{s / 10:.3f}</td><td>0.001</td></tr>"
