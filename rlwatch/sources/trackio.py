@@ -52,14 +52,18 @@ def _connect(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
 
 
+def _is_sqlite(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(16) == _SQLITE_MAGIC
+
+
 def is_store(path: Path) -> bool:
     """A SQLite file whose `metrics` table has trackio's columns."""
     import sqlite3
 
     try:
-        with open(path, "rb") as f:
-            if f.read(16) != _SQLITE_MAGIC:
-                return False
+        if not _is_sqlite(path):
+            return False
         db = _connect(path)
         try:
             cols = {r[1] for r in db.execute("PRAGMA table_info(metrics)")}
@@ -76,9 +80,8 @@ def sqlite_problem(path: Path) -> str | None:
     import sqlite3
 
     try:
-        with open(path, "rb") as f:
-            if f.read(16) != _SQLITE_MAGIC:
-                return None
+        if not _is_sqlite(path):
+            return None
         db = _connect(path)
         try:
             db.execute("SELECT name FROM sqlite_master").fetchall()  # not a scan of the file
