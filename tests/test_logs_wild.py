@@ -200,33 +200,6 @@ def test_a_wandb_csv_export(tmp_path: Path) -> None:
     assert _values(frame, "reward_mean") == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
 
 
-def test_a_wandb_csv_export_of_several_runs_is_one_run_each(tmp_path: Path) -> None:
-    """A chart exported with the runs it compares (a paper's figure data): each `<run> - `
-    prefix is a run of its own, its empty cells (steps that run did not log) no values; tail
-    reads it as diagnose does."""
-    from rlwatch.sources.logs import Follower
-
-    p = tmp_path / "wandb_export_2026-01-29.csv"
-    head = ['"Step"']
-    for run in ("TreeRL", "GRPO"):
-        k = f"{run} - actor/entropy"
-        head += [f'"{k}"', f'"{k}__MIN"', f'"{k}__MAX"']
-    rows = [",".join(head)]
-    for s in range(1, 41):
-        tree = f"{0.5 * 0.9**s}" if s % 2 else ""  # logged every other step
-        grpo = f"{0.5}"
-        rows.append(",".join(f'"{c}"' for c in (s, tree, tree, tree, grpo, grpo, grpo)))
-    p.write_text("\n".join(rows) + "\n")
-    frame = load(str(p))
-    assert sorted(frame.runs) == ["wandb_export_2026-01-29/GRPO", "wandb_export_2026-01-29/TreeRL"]
-    tree = frame.data[frame.data["run"] == "wandb_export_2026-01-29/TreeRL"]
-    assert set(tree["metric"].astype(str)) == {"entropy"}
-    assert tree["step"].tolist() == list(range(1, 41, 2))
-    assert tree["value"].iloc[-1] == pytest.approx(0.5 * 0.9**39)
-    live = Follower(p).poll()
-    assert sorted(live.runs) == sorted(frame.runs) and len(live.data) == len(frame.data)
-
-
 def test_a_custom_metrics_csv_without_a_step_column(tmp_path: Path) -> None:
     p = tmp_path / "metrics.csv"
     p.write_text("timestamp,loss,mean_reward,training_phase\n"
@@ -322,12 +295,22 @@ def test_any_bytes_read_as_csv_are_rows_or_one_error(tmp_path_factory, data: byt
     assert isinstance(frame, RunFrame) and len(frame.data) > 0
 
 
-def test_a_csv_of_ones_own_with_dashes_in_its_names_stays_one_run(tmp_path: Path) -> None:
-    """Only W&B's export (its `Step` column) is split by `<run> - ` prefixes."""
-    p = tmp_path / "metrics.csv"
-    rows = ["step,train - loss,val - loss"]
-    rows += [f"{s},{1 / (s + 1)},{1.2 / (s + 1)}" for s in range(8)]
-    p.write_text("\n".join(rows) + "\n")
-    frame = load(str(p))
-    assert len(frame.runs) == 1
-    assert set(frame.data["tag"].astype(str)) == {"train - loss", "val - loss"}
+def test_a_folder_with_a_several_run_wandb_export_is_read(tmp_path: Path) -> None:
+    """A W&B panel exported with the runs it compares, beside another log: both files are
+    read (the export as one run whose columns keep their `<run> - ` names), none skipped."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from rlwatch.cli.app import app
+
+    head = ['"Step"'] + [f'"{r} - actor/entropy"' for r in ("a", "b")]
+    rows = [",".join(head)] + [f'"{s}","0.5","{0.5 * 0.9**s}"' for s in range(1, 31)]
+    (tmp_path / "wandb_export.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "train.jsonl").write_text(
+        "".join(json.dumps({"step": s, "loss": 1 / s}) + "\n" for s in range(1, 31))
+    )
+    r = CliRunner().invoke(app, ["diagnose", str(tmp_path), "--format", "json", "--exit-zero"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)
+    assert len(report["runs"]) == 2 and not report["skipped"]

@@ -231,40 +231,7 @@ def _frame(path: Path, fmt: str, cols: Cols, warnings: list[str] | None) -> RunF
     info.hparams = dict(cols.facts)
     if fmt == "verl-console" and cols.numbers_seen and cols.numbers_3dp >= 0.99 * cols.numbers_seen:
         info.decimals = 3  # verl <= 0.4 printed f"{v:.3f}": 0.000 means below resolution
-    frame = cols.frame(info)
-    return _export_runs(frame) if cols.runs_by_prefix else frame
-
-
-def _export_runs(frame: RunFrame) -> RunFrame:
-    """A W&B chart export of several runs (every column `<run> - <metric>`, two runs or more):
-    one run each, named `<file's run name>/<run>`, its metrics without the prefix."""
-    import numpy as np
-
-    (info,) = frame.runs.values()
-    d = frame.data
-    if d.empty:
-        return frame
-    found = d["tag"].astype(str).str.extract(_text.CSV_PREFIX)
-    if found[0].isna().any() or found[0].nunique() < 2:
-        return frame
-    parts = []
-    for run, rows in d.groupby(found[0].to_numpy(), sort=False):
-        metric = found.loc[rows.index, 1].to_numpy()
-        tags, codes = np.unique(metric, return_inverse=True)
-        one = RunInfo(f"{info.name}/{run}", info.source, info.address, files=list(info.files))
-        one.warnings = [] if parts else list(info.warnings)  # the file's: said once
-        one.hparams = dict(info.hparams)
-        parts.append(
-            RunFrame.from_arrays(
-                one,
-                [str(t) for t in tags],
-                codes.astype(np.int32),
-                rows["step"].to_numpy(),
-                rows["value"].to_numpy(),
-                rows["wall_time"].to_numpy(),
-            )
-        )
-    return RunFrame.concat(parts)
+    return cols.frame(info)
 
 
 def _read_document(p: Path, fmt: str, cols: Cols, warnings: list[str]) -> None:

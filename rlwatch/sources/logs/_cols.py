@@ -38,7 +38,6 @@ class Cols:
         self.examples: dict[str, list[str]] = {}  # reason -> a few keys it hit
         self.notes: list[str] = []  # warnings said as they are
         self.facts: dict[str, object] = {}
-        self.runs_by_prefix = False  # a W&B export of several runs: split by `<run> - ` prefix
         self.numbers_seen = 0
         self.numbers_3dp = 0
         self.fractional: list[float] = []  # a few fractional steps seen

@@ -845,15 +845,8 @@ class Csv:
             self.cols.facts["steps"] = "row numbers (no step column)"
         names = [CSV_PREFIX.sub(r"\2", h) for h in header]
         prefixes = {m.group(1) for h in header if (m := CSV_PREFIX.match(h))}
-        if len(prefixes) != 1:  # several runs keep their columns' names
+        if len(prefixes) != 1:  # one run's export only: several runs keep their columns' names
             names = list(header)
-            # W&B's own export (its "Step" column, every other column "<run> - <key>"): one run
-            # each, later (logs._export_runs); a CSV of one's own keeps its names
-            self.cols.runs_by_prefix = (
-                len(prefixes) > 1
-                and header.count("Step") == 1
-                and all(CSV_PREFIX.match(h) for h in header if h != "Step")
-            )
         self.keys = [
             None if i == self.step_at or CSV_EXTREMES.search(h) else n
             for i, (h, n) in enumerate(zip(header, names, strict=True))
