@@ -15,7 +15,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -110,16 +110,10 @@ def _folder_units(root: Path, log_format: str | None, skipped: list[dict[str, st
         skipped.extend(s.to_dict() if hasattr(s, "to_dict") else dict(s) for s in found.skipped)
         from rlwatch.sources import copies
 
-        runs: list[Any] = []
-        for f in found.runs:
-            if f.kind != "trackio":
-                runs.append(f)
-                continue
-            # a project: each run on its own, and a copy of a run logged beside it (the same
-            # trainer's TensorBoard events, console, trainer_state.json) as sources.load finds
-            db = f.paths[0]
-            for key, name in trackio.list_runs(db):
-                runs.append(replace(f, name=f"{f.name}/{name}", run=key))
+        # a trackio project's runs each on their own, and a copy of a run logged beside it
+        # (the same trainer's TensorBoard events, console, trainer_state.json) folded into it
+        # as sources.load folds it
+        runs = sources.each_run(found.runs)
         folders = [copies.folder_of(f.kind, f.address) for f in runs]
         for g in copies.groups(folders):
             if len(g) == 1:

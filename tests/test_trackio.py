@@ -244,3 +244,25 @@ def test_a_cut_or_foreign_sqlite_file_is_named_never_read_as_a_log(
     con.close()
     r = CliRunner().invoke(app, ["diagnose", str(other)])
     assert r.exit_code == 2 and "not a trackio project" in r.stderr
+
+
+def test_tail_follows_each_run_of_a_project(project: Path, tmp_path: Path) -> None:
+    """`tail` follows a project's runs one by one, named as diagnose names them, whether the
+    project is the target or lies in a folder (it stopped with 'too many values to unpack')."""
+    import re
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from rlwatch.cli.app import app
+
+    out = tmp_path / "out"
+    out.mkdir()
+    shutil.copy(project, out / "sweep.db")
+    for target in (project, out):
+        d = CliRunner().invoke(app, ["diagnose", str(target), "--format", "json", "--exit-zero"])
+        names = sorted(run["name"] for run in json.loads(d.stdout)["runs"])
+        assert len(names) == 3, names
+        t = CliRunner().invoke(app, ["tail", str(target), "--once", "--plain"])
+        assert t.exit_code == 0, t.output
+        assert sorted(re.findall(r"Z? (\S+): appeared", t.stdout)) == names, t.stdout

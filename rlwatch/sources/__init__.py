@@ -16,9 +16,10 @@ import importlib.util
 import os
 import re
 import stat
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rlwatch.errors import RlwatchError, SourceError, UsageError
@@ -129,6 +130,30 @@ class Found:
             for info in frame.runs.values():
                 info.warnings.extend(self.notes)
         return frame
+
+
+def each_run(runs: list[Found]) -> list[Found]:
+    """One `Found` per run: a trackio project's runs each on their own (named under the
+    project's path in a folder, by their own names when the project is the target), as `load`
+    names them; every other `Found` is one run already. A project that cannot be listed yet
+    stays whole (reading it says why)."""
+    out: list[Found] = []
+    for f in runs:
+        if f.kind != "trackio" or f.run is not None:
+            out.append(f)
+            continue
+        from rlwatch.sources import trackio
+
+        try:
+            listed = trackio.list_runs(f.paths[0])
+        except (SourceError, OSError):
+            out.append(f)
+            continue
+        counts = Counter(n for _, n in listed)
+        for key, name in listed:
+            name = name if counts[name] == 1 else f"{name}-{key[:8]}"  # as trackio.load
+            out.append(replace(f, name=name if f.own_name else f"{f.name}/{name}", run=key))
+    return out
 
 
 @dataclass

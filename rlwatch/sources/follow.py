@@ -197,7 +197,7 @@ class Follower:
         )
 
     def _discover(self) -> None:
-        from rlwatch.sources import discover
+        from rlwatch.sources import discover, each_run
 
         now = time.monotonic()
         stamp = self._dir_stamp()
@@ -215,11 +215,13 @@ class Follower:
                 self._notices.append(f"{s.path}: skipped ({s.reason})")
             self.skipped[s.path] = s.reason
         # diagnose names the runs of a many-run folder by their path below it (`Found.name`),
-        # a single run as its reader names it
-        many = self.target.is_dir() and len(found.runs) > 1
-        for f in found.runs:
+        # a single run as its reader names it; a trackio project's runs each on their own
+        runs = each_run(found.runs)
+        many = self.target.is_dir() and len(runs) > 1
+        for f in runs:
             f.in_folder = many
-            key = (f.kind, f.address)  # stable while a run gains files
+            # stable while a run gains files
+            key = (f.kind, f.address) if f.run is None else (f.kind, f.address, f.run)
             run = self.runs.get(key)
             if key in self.retired:  # a copy of another run: nothing more of it
                 continue
@@ -272,6 +274,8 @@ class Follower:
         and choice, on the first rows of each)."""
         from rlwatch.sources import copies
 
+        if not self.target.is_dir():
+            return  # the runs of one file (a trackio project) are its runs, as diagnose has them
         self._remember(polled)
         if len(self.runs) - len(self.retired) < 2:
             return
