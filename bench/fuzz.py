@@ -50,6 +50,8 @@ KINDS = [
     "dschat",
     "spaced",
     "wandb",
+    "trackio",
+    "swanlab",
     "rules",
     "config",
     "pyproject",
@@ -196,6 +198,13 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])
+    # a trackio project (SQLite) and a SwanLab offline run, as the real clients wrote them
+    run = ROOT / "fixtures" / "realgen" / "runs" / "ho19-b-dpo-lr3e-2-noclip-3ep-s44"
+    db = run / "trackio" / "huggingface.db"
+    if db.exists():
+        seeds["trackio"] = ("project.db", db.read_bytes())
+    for sw in sorted(run.glob("swanlog/run-*/run-*.swanlab")):
+        seeds["swanlab"] = ("run-fuzz.swanlab", sw.read_bytes())
     rules = (ROOT / "rules" / "stability.yaml").read_bytes()
     seeds["rules"] = ("rules.yaml", rules)
     toml = b'select = ["ST", "EX"]\nignore = ["ST04"]\nfail_on = "error"\nrequire = []\n'
@@ -311,8 +320,11 @@ def _args_for(kind: str, path: Path, good: Path, full: bool) -> list[str]:
         return ["diagnose", str(good), "--rules", str(path), "--format", "json", *select]
     if kind in ("config", "pyproject"):
         return ["diagnose", str(good), "--format", "json"]
-    if not full and random.random() < 0.75:  # the reader alone (cheaper): what was read
+    roll = random.random()
+    if not full and roll < 0.55:  # the reader alone (cheaper): what was read
         return ["metrics", str(path), "--format", "json"]
+    if not full and roll < 0.8:  # tail's follower: one poll, as a watchdog would make it
+        return ["tail", str(path), "--once", "--plain", "--exit-on", "error", *select]
     return ["diagnose", str(path), "--format", "json", *select]
 
 
@@ -398,7 +410,7 @@ def run_case(
     else:
         code = os.WEXITSTATUS(status)
         result["code"] = code
-        result["verdict"] = judge(code, stdout, stderr)
+        result["verdict"] = judge(code, stdout, stderr, json_out=args[0] != "tail")
     result["stderr"] = stderr[-2000:]
     if result["verdict"] == "ok":
         shutil.rmtree(case, ignore_errors=True)
@@ -407,8 +419,8 @@ def run_case(
     return result
 
 
-def judge(code: int, stdout: str, stderr: str) -> str:
-    """'ok' or the kind of contract breach."""
+def judge(code: int, stdout: str, stderr: str, json_out: bool = True) -> str:
+    """'ok' or the kind of contract breach (`json_out`: stdout must be one JSON document)."""
     if code not in (0, 1, 2):
         return f"exit {code}"
     if "Traceback" in stderr:
@@ -422,6 +434,8 @@ def judge(code: int, stdout: str, stderr: str) -> str:
         lines = [ln for ln in stderr.splitlines() if ln.startswith("rlwatch: error")]
         if len(lines) != 1 or len(lines[0]) > 2000:
             return "exit 2 without one error line"
+        return "ok"
+    if not json_out:
         return "ok"
     try:
         json.loads(stdout)
@@ -514,6 +528,7 @@ def main() -> None:
     worst_m: tuple[float, str] = (0.0, "")
     hangs = crashes = 0
     worst_w = 0.0
+    codes: Counter[str] = Counter()  # (kind, command) -> exit codes: what the cases reached
     t_start = time.perf_counter()
     for i in range(args.cases):
         kind = kinds[i % len(kinds)]
@@ -530,6 +545,7 @@ def main() -> None:
             full=i % args.full_every == 0,
         )
         label = f"{kind} {what}"
+        codes[f"{res['args'][0]} {res['code']}"] += 1
         worst_w = max(worst_w, float(res["wall"]))
         if res["seconds"] > worst_t[0]:
             worst_t = (float(res["seconds"]), label)
@@ -563,6 +579,7 @@ def main() -> None:
     shutil.rmtree(work, ignore_errors=True)
     print(f"cases: {args.cases} (seed {args.seed}; kinds: {', '.join(kinds)})")
     print(f"crashes: {crashes}")
+    print("exit codes by command: " + ", ".join(f"{k}: {n}" for k, n in sorted(codes.items())))
     wall_limit = args.time_limit * WALL_FACTOR
     print(f"hangs (past {args.time_limit:g} CPU s or {wall_limit:g} wall s): {hangs}")
     print(f"worst time: {worst_t[0]:.2f} CPU s ({worst_t[1]}); worst wall {worst_w:.2f} s")

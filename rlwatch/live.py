@@ -239,7 +239,8 @@ class Watch:
             msg = str(exc)
             if self.failing.get(target) != msg:
                 self.failing[target] = msg
-                events.append(Event("source-error", target, f"cannot read: {msg}"))
+                why = msg.removeprefix(f"{target}: ")  # the event names the target already
+                events.append(Event("source-error", target, f"cannot read: {why}"))
             return events
         finally:
             for note in _notices(follower):

@@ -314,3 +314,56 @@ def test_a_folder_with_a_several_run_wandb_export_is_read(tmp_path: Path) -> Non
     assert r.exit_code == 0, r.output
     report = json.loads(r.stdout)
     assert len(report["runs"]) == 2 and not report["skipped"]
+
+
+def test_a_folder_of_one_runs_chart_exports_is_one_run(tmp_path: Path) -> None:
+    """W&B exports each chart of a run as its own CSV ("<run> - <key>" columns): the charts
+    of one run in a folder are one run, so rules that need two of its metrics see them
+    together; diagnose and tail name it after the W&B run; another run's export stays apart."""
+    import json
+    import re
+
+    from typer.testing import CliRunner
+
+    from rlwatch.cli.app import app
+
+    def chart(file: str, run: str, key: str, values: list[float]) -> None:
+        head = ['"Step"'] + [f'"{run} - {key}{x}"' for x in ("", "__MIN", "__MAX")]
+        rows = [",".join(head)]
+        rows += [",".join(f'"{c}"' for c in (s, v, v, v)) for s, v in enumerate(values, 1)]
+        (tmp_path / file).write_text("\n".join(rows) + "\n")
+
+    n = 40
+    chart("entropy.csv", "grpo-7b", "actor/entropy", [0.5 - 0.001 * s for s in range(n)])
+    chart("reward.csv", "grpo-7b", "critic/score/mean", [0.2 + 0.01 * s for s in range(n)])
+    chart("other.csv", "ppo-1b", "actor/entropy", [0.4] * n)
+    r = CliRunner().invoke(app, ["diagnose", str(tmp_path), "--format", "json", "--exit-zero"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)
+    runs = {run["name"]: run for run in report["runs"]}
+    assert sorted(runs) == ["grpo-7b", "other"], sorted(runs)
+    assert not report["skipped"]
+    m = CliRunner().invoke(app, ["metrics", str(tmp_path), "--format", "json"])
+    assert m.exit_code == 0, m.output
+    metrics = {run["name"]: run["metrics"] for run in json.loads(m.stdout)["runs"]}
+    assert metrics["grpo-7b"] == {"entropy": "actor/entropy", "reward_mean": "critic/score/mean"}
+    assert metrics["other"] == {"entropy": "actor/entropy"}
+    t = CliRunner().invoke(app, ["tail", str(tmp_path), "--once", "--plain"])
+    assert t.exit_code == 0, t.output
+    assert sorted(re.findall(r" (\S+): appeared", t.stdout)) == sorted(runs), t.stdout
+    one = CliRunner().invoke(app, ["diagnose", str(tmp_path / "entropy.csv"), "--format", "json"])
+    assert one.exit_code == 0 and len(json.loads(one.stdout)["runs"]) == 1, one.output
+
+
+def test_a_csv_line_cut_inside_a_quoted_cell_is_no_row(tmp_path: Path) -> None:
+    """W&B quotes every cell: a line cut inside one ("0.) is no row, never the number 0.0,
+    and it does not swallow the next line into its cell."""
+    from rlwatch.sources.logs import load_file
+
+    p = tmp_path / "export.csv"
+    p.write_text('"Step","run - actor/kl"\n"1","0.1"\n"2","0.\n"3","0.3"\n')
+    frame = load_file(p)
+    d = frame.data
+    assert d["step"].tolist() == [1, 3] and d["value"].tolist() == [0.1, 0.3]
+    (info,) = frame.runs.values()
+    assert any("1 lines that are not CSV rows" in w for w in info.warnings), info.warnings

@@ -117,7 +117,10 @@ class Found:
         else:
             from rlwatch.sources import logs
 
-            frame = logs.load_file(self.paths[0], self.log_format)
+            if len(self.paths) > 1:  # one run's parts (W&B's export of each chart)
+                frame = logs.load_parts(self.paths, self.log_format)
+            else:
+                frame = logs.load_file(self.paths[0], self.log_format)
         if self.own_name:  # the run is the target itself: the source's own name stands
             return self._noted(frame)
         if list(frame.runs) != [self.name]:
@@ -382,11 +385,17 @@ def discover(target: str | os.PathLike[str], log_format: str | None = None) -> D
             # documents (.md, .html, .txt, ...) beside real logs are notes, not runs
             if any(f.suffix in STRONG_LOG_SUFFIXES for f in singles):
                 singles = [f for f in singles if f.suffix not in DOCUMENT_SUFFIXES]
-            for f in singles:
-                where = d if len(singles) == 1 else str(f.with_suffix(""))
+            for fs in _parts_of_runs(singles, log_format):
+                f = fs[0]
+                if len(fs) == len(singles):  # the folder's one run
+                    where = d
+                elif len(fs) > 1:  # named by the run the parts are of
+                    where = os.path.join(d, str(fs.run).replace(os.sep, "_"))  # type: ignore[attr-defined]
+                else:
+                    where = str(f.with_suffix(""))
                 name = _rel(where, root, root_name)
                 own = name == root_name
-                out.runs.append(Found(name, "log", [f], str(f), log_format, own_name=own))
+                out.runs.append(Found(name, "log", list(fs), str(f), log_format, own_name=own))
         for s in subdirs:
             walk(s, depth + 1)
 
@@ -416,6 +425,30 @@ def discover(target: str | os.PathLike[str], log_format: str | None = None) -> D
     for r in out.runs:
         if names[r.name] > 1:
             r.name = f"{r.name} ({r.paths[0].name})"
+    return out
+
+
+class _Parts(list):
+    run: str | None = None
+
+
+def _parts_of_runs(files: list[Path], log_format: str | None) -> list[_Parts]:
+    """The log files of a folder as runs: each file one run, but W&B's exports of the charts
+    of one run (a CSV per metric, the same "<run> - " prefix) are one run of several parts."""
+    from rlwatch.sources import logs
+
+    by_run: dict[str, _Parts] = {}
+    out: list[_Parts] = []
+    for f in files:
+        run = logs.export_run(f) if log_format in (None, "csv") else None
+        if run is None:
+            out.append(_Parts([f]))
+            continue
+        if run not in by_run:
+            by_run[run] = _Parts()
+            by_run[run].run = run
+            out.append(by_run[run])
+        by_run[run].append(f)
     return out
 
 

@@ -234,7 +234,7 @@ class Follower:
             if run is None:
                 if f.kind == "tensorboard":
                     run = _TensorBoardRun(f)
-                elif f.kind == "log":
+                elif f.kind == "log" and len(f.paths) == 1:
                     run = _LogRun(f)
                 else:
                     run = _ReloadRun(f)

@@ -304,9 +304,49 @@ def load_file(path: str | os.PathLike[str], fmt: str | None = None) -> RunFrame:
     """Read one log file (format sniffed unless given), streaming it a block at a time."""
     p = Path(path)
     check_format(fmt)
+    cols, warnings = Cols(), []
+    fmt = _read_into(p, fmt, cols, warnings)
+    if not len(cols):
+        more = f" ({warnings[0]})" if warnings else ""
+        raise SourceError(f"{p}: read as {_describe(fmt)}, but it holds no metrics{more}")
+    return _frame(p, fmt, cols, warnings)
+
+
+def load_parts(paths: list[Path], fmt: str | None = None) -> RunFrame:
+    """One run written as several files (W&B's export of each chart of a run: a CSV per
+    metric), each read by its own reader into one set of columns, so the names resolve over
+    them all as over one file's. A part that holds nothing is said in a warning."""
+    check_format(fmt)
+    cols, warnings = Cols(), []
+    first = None
+    unread: list[str] = []
+    for p in paths:
+        before = len(cols)
+        try:
+            got = _read_into(p, fmt, cols, warnings)
+        except SourceError as exc:  # one damaged part: the others are still the run
+            unread.append(str(exc))
+            continue
+        first = first or got
+        if len(cols) == before:
+            unread.append(f"{p}: read as {_describe(got)}, but it holds no metrics")
+    if not len(cols) or first is None:
+        raise SourceError(
+            f"{paths[0]}: read as the {len(paths)} parts of one run, none holds metrics"
+            + (f" ({unread[0]})" if unread else "")
+        )
+    warnings += [f"{u} (a part of this run; the other parts are read)" for u in unread]
+    frame = _frame(paths[0], first, cols, warnings)
+    (info,) = frame.runs.values()
+    info.files = [str(p) for p in paths]
+    run = export_run(paths[0])  # the run's own name, not its first chart's
+    return frame if run is None else frame.renamed({info.name: run})
+
+
+def _read_into(p: Path, fmt: str | None, cols: Cols, warnings: list[str]) -> str:
+    """Read `p` into `cols` (its format sniffed unless given); the format read."""
     try:
         fmt = fmt or sniff(p)
-        cols, warnings = Cols(), []
         if fmt in DOCUMENTS:
             _read_document(p, fmt, cols, warnings)
         else:
@@ -323,10 +363,22 @@ def load_file(path: str | os.PathLike[str], fmt: str | None = None) -> RunFrame:
         raise SourceError(f"{p}: cannot read ({exc.strerror or exc})") from None
     except MemoryError:
         raise SourceError(f"{p}: too large to read in memory") from None
-    if not len(cols):
-        more = f" ({warnings[0]})" if warnings else ""
-        raise SourceError(f"{p}: read as {_describe(fmt)}, but it holds no metrics{more}")
-    return _frame(p, fmt, cols, warnings)
+    return fmt
+
+
+def export_run(path: Path) -> str | None:
+    """The W&B run whose chart `path` is a CSV export of (its header's one "<run> - "
+    prefix), else None; the header alone is read."""
+    if path.suffix.lower() != ".csv":
+        return None
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEAD)
+    except OSError:
+        return None
+    line = head.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
+    header = _text._csv_header(line)
+    return None if header is None else _text.export_run(header)
 
 
 # a project's own documents are never runs in a folder walk (a README may quote a log line);

@@ -823,6 +823,13 @@ def sniff_csv(lines_: list[str]) -> bool:
     return bool(cells) and sum(map(_number, cells)) >= 0.5 * len(cells) >= 1
 
 
+def export_run(header: list[str]) -> str | None:
+    """The run a W&B chart export's header names ("<run> - <metric>" columns, one run), or
+    None (no prefix, or the runs of a comparison)."""
+    prefixes = {m.group(1) for h in header if (m := CSV_PREFIX.match(h))}
+    return next(iter(prefixes)) if len(prefixes) == 1 else None
+
+
 class Csv:
     """A metrics CSV (a W&B export, a custom loop's metrics.csv): the header names the
     columns; the step is the column named like a step (CSV_STEPS), else the row number; a W&B
@@ -844,8 +851,7 @@ class Csv:
         if self.step_at is None:
             self.cols.facts["steps"] = "row numbers (no step column)"
         names = [CSV_PREFIX.sub(r"\2", h) for h in header]
-        prefixes = {m.group(1) for h in header if (m := CSV_PREFIX.match(h))}
-        if len(prefixes) != 1:  # one run's export only: several runs keep their columns' names
+        if export_run(header) is None:  # one run's export only: several keep their names
             names = list(header)
         self.keys = [
             None if i == self.step_at or CSV_EXTREMES.search(h) else n
@@ -856,7 +862,15 @@ class Csv:
         import csv
 
         cols = self.cols
-        reader = csv.reader(lines(text))
+        ok = []
+        for line in lines(text):
+            # a quote left open (a line cut inside a quoted cell) would swallow the next line
+            # into one cell, or a cut number ("0.) read as a number: not a row
+            if line.count('"') % 2:
+                cols.skip("lines that are not CSV rows")
+            else:
+                ok.append(line)
+        reader = csv.reader(ok)
         while True:
             try:
                 row = next(reader)
