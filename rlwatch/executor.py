@@ -110,10 +110,10 @@ def _folder_units(root: Path, log_format: str | None, skipped: list[dict[str, st
         skipped.extend(s.to_dict() if hasattr(s, "to_dict") else dict(s) for s in found.skipped)
         from rlwatch.sources import copies
 
-        # a trackio project's runs each on their own, and a copy of a run logged beside it
-        # (the same trainer's TensorBoard events, console, trainer_state.json) folded into it
-        # as sources.load folds it
-        runs = sources.each_run(found.runs)
+        # one Found per run (a trackio project's runs each on their own); a copy of a run
+        # logged beside it (the same trainer's TensorBoard events, console,
+        # trainer_state.json) is folded into it as sources.load folds it
+        runs = list(found.runs)
         folders = [copies.folder_of(f.kind, f.address) for f in runs]
         for g in copies.groups(folders):
             if len(g) == 1:

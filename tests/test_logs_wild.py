@@ -295,25 +295,45 @@ def test_any_bytes_read_as_csv_are_rows_or_one_error(tmp_path_factory, data: byt
     assert isinstance(frame, RunFrame) and len(frame.data) > 0
 
 
-def test_a_folder_with_a_several_run_wandb_export_is_read(tmp_path: Path) -> None:
-    """A W&B panel exported with the runs it compares, beside another log: both files are
-    read (the export as one run whose columns keep their `<run> - ` names), none skipped."""
+def test_a_several_run_wandb_export_is_its_runs(tmp_path: Path) -> None:
+    """A W&B panel exported with the runs it compares (`<run> - <key>` columns) is each of
+    those runs, read with its own columns: given alone (named by the runs), in a folder beside
+    another log (named under the file), by diagnose and tail alike, none skipped. It was one
+    run whose columns kept their prefixed names, so no rule evaluated it."""
     import json
+    import re
 
     from typer.testing import CliRunner
 
     from rlwatch.cli.app import app
 
-    head = ['"Step"'] + [f'"{r} - actor/entropy"' for r in ("a", "b")]
-    rows = [",".join(head)] + [f'"{s}","0.5","{0.5 * 0.9**s}"' for s in range(1, 31)]
-    (tmp_path / "wandb_export.csv").write_text("\n".join(rows) + "\n")
+    head = ['"Step"'] + [f'"{r} - actor/entropy{x}"' for r in ("a", "b") for x in ("", "__MIN")]
+    rows = [",".join(head)]
+    rows += [f'"{s}","0.5","0.5","{0.5 * 0.9**s}","{0.5 * 0.9**s}"' for s in range(1, 41)]
+    export = tmp_path / "wandb_export.csv"
+    export.write_text("\n".join(rows) + "\n")
     (tmp_path / "train.jsonl").write_text(
         "".join(json.dumps({"step": s, "loss": 1 / s}) + "\n" for s in range(1, 31))
     )
-    r = CliRunner().invoke(app, ["diagnose", str(tmp_path), "--format", "json", "--exit-zero"])
-    assert r.exit_code == 0, r.output
-    report = json.loads(r.stdout)
-    assert len(report["runs"]) == 2 and not report["skipped"]
+    for target, names in (
+        (export, ["a", "b"]),
+        (tmp_path, ["train", "wandb_export/a", "wandb_export/b"]),
+    ):
+        r = CliRunner().invoke(app, ["diagnose", str(target), "--format", "json", "--exit-zero"])
+        assert r.exit_code == 0, r.output
+        report = json.loads(r.stdout)
+        assert sorted(run["name"] for run in report["runs"]) == names and not report["skipped"]
+        t = CliRunner().invoke(app, ["tail", str(target), "--once", "--plain"])
+        assert t.exit_code == 0, t.output
+        assert sorted(re.findall(r" (\S+): appeared", t.stdout)) == names, t.stdout
+    m = CliRunner().invoke(app, ["metrics", str(export), "--format", "json"])
+    runs = {run["name"]: run["metrics"] for run in json.loads(m.stdout)["runs"]}
+    assert runs == {"a": {"entropy": "actor/entropy"}, "b": {"entropy": "actor/entropy"}}
+    r = CliRunner().invoke(app, ["diagnose", str(export), "--format", "json", "--exit-zero"])
+    fired = {
+        (v["run"], v["code"]) for v in json.loads(r.stdout)["verdicts"] if v["state"] == "firing"
+    }
+    assert ("b", "EX01") in fired and not any(run == "a" for run, _ in fired), fired
 
 
 def test_a_folder_of_one_runs_chart_exports_is_one_run(tmp_path: Path) -> None:

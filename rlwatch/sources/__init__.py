@@ -12,6 +12,7 @@ trainer_state.json, a console capture): `load` reads them all and keeps one (`co
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
@@ -117,6 +118,10 @@ class Found:
         else:
             from rlwatch.sources import logs
 
+            if self.run is not None:  # one run of a W&B export of several
+                frame = logs.load_file(self.paths[0], self.log_format, self.run)
+                (old,) = frame.runs
+                return self._noted(frame.renamed({old: self.name}))
             if len(self.paths) > 1:  # one run's parts (W&B's export of each chart)
                 frame = logs.load_parts(self.paths, self.log_format)
             else:
@@ -136,25 +141,33 @@ class Found:
 
 
 def each_run(runs: list[Found]) -> list[Found]:
-    """One `Found` per run: a trackio project's runs each on their own (named under the
-    project's path in a folder, by their own names when the project is the target), as `load`
-    names them; every other `Found` is one run already. A project that cannot be listed yet
-    stays whole (reading it says why)."""
+    """One `Found` per run: a trackio project's runs, and the runs of a W&B chart exported
+    with the runs it compares (`<run> - <key>` columns), each on their own -- named under the
+    file's name in a folder, by their own names when the file is the target; every other
+    `Found` is one run already. A project that cannot be listed yet stays whole (reading it
+    says why)."""
     out: list[Found] = []
     for f in runs:
-        if f.kind != "trackio" or f.run is not None:
-            out.append(f)
-            continue
-        from rlwatch.sources import trackio
+        listed: list[tuple[str, str]] = []
+        if f.run is None and f.kind == "trackio":
+            from rlwatch.sources import trackio
 
-        try:
-            listed = trackio.list_runs(f.paths[0])
-        except (SourceError, OSError):
+            with contextlib.suppress(SourceError, OSError):  # not listable yet: whole
+                listed = trackio.list_runs(f.paths[0])
+            counts = Counter(n for _, n in listed)
+            listed = [  # the same name twice: told apart as trackio.load does
+                (key, name if counts[name] == 1 else f"{name}-{key[:8]}") for key, name in listed
+            ]
+        elif f.run is None and f.kind == "log" and len(f.paths) == 1:
+            from rlwatch.sources import logs
+
+            if f.log_format in (None, "csv"):
+                listed = [(r, r) for r in logs.export_runs(f.paths[0])]
+                listed = listed if len(listed) > 1 else []
+        if not listed:
             out.append(f)
             continue
-        counts = Counter(n for _, n in listed)
         for key, name in listed:
-            name = name if counts[name] == 1 else f"{name}-{key[:8]}"  # as trackio.load
             out.append(replace(f, name=name if f.own_name else f"{f.name}/{name}", run=key))
     return out
 
@@ -271,6 +284,7 @@ def discover(target: str | os.PathLike[str], log_format: str | None = None) -> D
             out.runs.append(Found(name, kind, [path], str(path)))
         else:  # the source's own name: a W&B display name, a log file's stem, ...
             out.runs.append(Found(path.stem, kind, [path], str(path), log_format, own_name=True))
+        out.runs = each_run(out.runs)
         return out
     if not os.access(path, os.R_OK | os.X_OK):
         raise SourceError(f"{path}: cannot list the folder (permission denied)")
@@ -418,6 +432,7 @@ def discover(target: str | os.PathLike[str], log_format: str | None = None) -> D
                 f"run not read; {best} is the most complete"
             )
         out.runs.append(found)
+    out.runs = each_run(out.runs)
     # a run named like another (a folder that is also a log file name) gets its kind added
     names: dict[str, int] = {}
     for r in out.runs:

@@ -197,7 +197,7 @@ class Follower:
         )
 
     def _discover(self) -> None:
-        from rlwatch.sources import discover, each_run
+        from rlwatch.sources import discover
 
         now = time.monotonic()
         stamp = self._dir_stamp()
@@ -215,8 +215,8 @@ class Follower:
                 self._notices.append(f"{s.path}: skipped ({s.reason})")
             self.skipped[s.path] = s.reason
         # diagnose names the runs of a many-run folder by their path below it (`Found.name`),
-        # a single run as its reader names it; a trackio project's runs each on their own
-        runs = each_run(found.runs)
+        # a single run as its reader names it (a trackio project's runs each on their own)
+        runs = found.runs
         many = self.target.is_dir() and len(runs) > 1
         for f in runs:
             f.in_folder = many
@@ -234,8 +234,8 @@ class Follower:
             if run is None:
                 if f.kind == "tensorboard":
                     run = _TensorBoardRun(f)
-                elif f.kind == "log" and len(f.paths) == 1:
-                    run = _LogRun(f)
+                elif f.kind == "log" and len(f.paths) == 1 and f.run is None:
+                    run = _LogRun(f)  # one run, one file: read as it grows
                 else:
                     run = _ReloadRun(f)
                 self.runs[key] = run

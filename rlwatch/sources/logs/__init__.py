@@ -182,7 +182,7 @@ def check_format(fmt: str | None) -> None:
         )
 
 
-def _line_parser(fmt: str, cols: Cols) -> Any:
+def _line_parser(fmt: str, cols: Cols, run: str | None = None) -> Any:
     if fmt.startswith(USER_REGEX):
         return _text.UserRegex(cols, _text.user_regex(fmt[len(USER_REGEX) :]))
     if fmt == "verl-console":
@@ -192,7 +192,7 @@ def _line_parser(fmt: str, cols: Cols) -> Any:
     if fmt == "kv-pairs":
         return _text.KeyValues(cols)
     if fmt == "csv":
-        return _text.Csv(cols)
+        return _text.Csv(cols, run)
     return _text.PythonDicts(cols)
 
 
@@ -300,16 +300,23 @@ def _read_json_lines(p: Path, parser: _json.JsonLines, blocks: Blocks) -> Blocks
     return rest
 
 
-def load_file(path: str | os.PathLike[str], fmt: str | None = None) -> RunFrame:
-    """Read one log file (format sniffed unless given), streaming it a block at a time."""
+def load_file(
+    path: str | os.PathLike[str], fmt: str | None = None, run: str | None = None
+) -> RunFrame:
+    """Read one log file (format sniffed unless given), streaming it a block at a time;
+    `run`: of a W&B export of several runs' charts, that run (named so)."""
     p = Path(path)
     check_format(fmt)
     cols, warnings = Cols(), []
-    fmt = _read_into(p, fmt, cols, warnings)
+    fmt = _read_into(p, fmt, cols, warnings, run)
     if not len(cols):
         more = f" ({warnings[0]})" if warnings else ""
-        raise SourceError(f"{p}: read as {_describe(fmt)}, but it holds no metrics{more}")
-    return _frame(p, fmt, cols, warnings)
+        what = f" for run {run!r}" if run is not None else ""
+        raise SourceError(f"{p}: read as {_describe(fmt)}, but it holds no metrics{what}{more}")
+    frame = _frame(p, fmt, cols, warnings)
+    if run is not None and fmt == "csv":
+        frame = frame.renamed({next(iter(frame.runs)): run})
+    return frame
 
 
 def load_parts(paths: list[Path], fmt: str | None = None) -> RunFrame:
@@ -343,14 +350,16 @@ def load_parts(paths: list[Path], fmt: str | None = None) -> RunFrame:
     return frame if run is None else frame.renamed({info.name: run})
 
 
-def _read_into(p: Path, fmt: str | None, cols: Cols, warnings: list[str]) -> str:
+def _read_into(
+    p: Path, fmt: str | None, cols: Cols, warnings: list[str], run: str | None = None
+) -> str:
     """Read `p` into `cols` (its format sniffed unless given); the format read."""
     try:
         fmt = fmt or sniff(p)
         if fmt in DOCUMENTS:
             _read_document(p, fmt, cols, warnings)
         else:
-            parser = _line_parser(fmt, cols)
+            parser = _line_parser(fmt, cols, run)
             blocks = Blocks(p, binary=isinstance(parser, _json.JsonLines))
             if isinstance(parser, _json.JsonLines):
                 blocks = _read_json_lines(p, parser, blocks)
@@ -366,19 +375,25 @@ def _read_into(p: Path, fmt: str | None, cols: Cols, warnings: list[str]) -> str
     return fmt
 
 
-def export_run(path: Path) -> str | None:
-    """The W&B run whose chart `path` is a CSV export of (its header's one "<run> - "
-    prefix), else None; the header alone is read."""
+def export_runs(path: Path) -> list[str]:
+    """The W&B runs whose charts `path` is a CSV export of (its header's "<run> - "
+    prefixes, in order), or none; the header alone is read."""
     if path.suffix.lower() != ".csv":
-        return None
+        return []
     try:
         with open(path, "rb") as f:
             head = f.read(HEAD)
     except OSError:
-        return None
+        return []
     line = head.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
     header = _text._csv_header(line)
-    return None if header is None else _text.export_run(header)
+    return [] if header is None else _text.export_runs(header)
+
+
+def export_run(path: Path) -> str | None:
+    """The W&B run whose charts `path` is a CSV export of, when it holds one run."""
+    runs = export_runs(path)
+    return runs[0] if len(runs) == 1 else None
 
 
 # a project's own documents are never runs in a folder walk (a README may quote a log line);

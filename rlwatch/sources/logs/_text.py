@@ -823,11 +823,15 @@ def sniff_csv(lines_: list[str]) -> bool:
     return bool(cells) and sum(map(_number, cells)) >= 0.5 * len(cells) >= 1
 
 
+def export_runs(header: list[str]) -> list[str]:
+    """The runs a W&B chart export's header names ("<run> - <metric>" columns), in order."""
+    return list(dict.fromkeys(m.group(1) for h in header if (m := CSV_PREFIX.match(h))))
+
+
 def export_run(header: list[str]) -> str | None:
-    """The run a W&B chart export's header names ("<run> - <metric>" columns, one run), or
-    None (no prefix, or the runs of a comparison)."""
-    prefixes = {m.group(1) for h in header if (m := CSV_PREFIX.match(h))}
-    return next(iter(prefixes)) if len(prefixes) == 1 else None
+    """The run a W&B chart export of one run names, or None (no prefix, or several runs)."""
+    runs = export_runs(header)
+    return runs[0] if len(runs) == 1 else None
 
 
 class Csv:
@@ -837,8 +841,9 @@ class Csv:
 
     fmt = "csv"
 
-    def __init__(self, cols: Cols):
+    def __init__(self, cols: Cols, run: str | None = None):
         self.cols = cols
+        self.run = run  # of an export of several runs, this run's columns only
         self.header: list[str] | None = None
         self.keys: list[str | None] = []
         self.step_at: int | None = None
@@ -850,8 +855,13 @@ class Csv:
         self.step_at = next((lower.index(n) for n in CSV_STEPS if n in lower), None)
         if self.step_at is None:
             self.cols.facts["steps"] = "row numbers (no step column)"
-        names = [CSV_PREFIX.sub(r"\2", h) for h in header]
-        if export_run(header) is None:  # one run's export only: several keep their names
+        matches = [CSV_PREFIX.match(h) for h in header]
+        names: list[str | None] = [
+            m.group(2) if m else h for m, h in zip(matches, header, strict=True)
+        ]
+        if self.run is not None:  # one run of several: its columns
+            names = [m.group(2) if m and m.group(1) == self.run else None for m in matches]
+        elif export_run(header) is None:  # an export of several runs read whole: names kept
             names = list(header)
         self.keys = [
             None if i == self.step_at or CSV_EXTREMES.search(h) else n
