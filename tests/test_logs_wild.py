@@ -334,6 +334,13 @@ def test_a_several_run_wandb_export_is_its_runs(tmp_path: Path) -> None:
         (v["run"], v["code"]) for v in json.loads(r.stdout)["verdicts"] if v["state"] == "firing"
     }
     assert ("b", "EX01") in fired and not any(run == "a" for run, _ in fired), fired
+    # a custom CSV whose columns merely hold " - " (no W&B band columns) is one run
+    custom = tmp_path / "custom" / "metrics.csv"
+    custom.parent.mkdir()
+    custom.write_text("step,train - loss,val - loss\n" + "".join(f"{s},1,2\n" for s in range(9)))
+    m = CliRunner().invoke(app, ["metrics", str(custom), "--format", "json"])
+    (run,) = json.loads(m.stdout)["runs"]
+    assert set(run["metrics"].values()) | set(run["unmapped"]) == {"train - loss", "val - loss"}
 
 
 def test_a_folder_of_one_runs_chart_exports_is_one_run(tmp_path: Path) -> None:

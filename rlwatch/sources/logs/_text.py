@@ -824,12 +824,18 @@ def sniff_csv(lines_: list[str]) -> bool:
 
 
 def export_runs(header: list[str]) -> list[str]:
-    """The runs a W&B chart export's header names ("<run> - <metric>" columns), in order."""
-    return list(dict.fromkeys(m.group(1) for h in header if (m := CSV_PREFIX.match(h))))
+    """The runs a W&B chart export's header names, in order: every column but the step is
+    `<run> - <key>`, with W&B's `__MIN`/`__MAX` band columns among them. Any other CSV (a
+    custom `train - loss` column) names none."""
+    cols = [h for h in header if h.strip().lower() not in CSV_STEPS]
+    matches = [CSV_PREFIX.match(h) for h in cols]
+    if not cols or not all(matches) or not any(CSV_EXTREMES.search(h) for h in cols):
+        return []
+    return list(dict.fromkeys(m.group(1) for m in matches if m))
 
 
 def export_run(header: list[str]) -> str | None:
-    """The run a W&B chart export of one run names, or None (no prefix, or several runs)."""
+    """The run a W&B chart export of one run names, or None."""
     runs = export_runs(header)
     return runs[0] if len(runs) == 1 else None
 
@@ -859,9 +865,9 @@ class Csv:
         names: list[str | None] = [
             m.group(2) if m else h for m, h in zip(matches, header, strict=True)
         ]
-        if self.run is not None:  # one run of several: its columns
+        if self.run is not None:  # one run of a W&B export of several: its columns
             names = [m.group(2) if m and m.group(1) == self.run else None for m in matches]
-        elif export_run(header) is None:  # an export of several runs read whole: names kept
+        elif len({m.group(1) for m in matches if m}) != 1:  # one run's "<run> - " dropped
             names = list(header)
         self.keys = [
             None if i == self.step_at or CSV_EXTREMES.search(h) else n
