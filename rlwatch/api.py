@@ -92,8 +92,17 @@ def diagnose(
     with _progress("evaluating rules", progress):
         report = build(frame, ruleset, fail_on=fail_on, series=series)
     if not any(v.state != "skipped" for v in report.verdicts):
-        raise SourceError(
-            "no rule could be evaluated: none of the metrics the selected rules "
-            "need were found (see `rlwatch metrics TARGET`)"
-        )
+        raise SourceError(unevaluated(report.verdicts))
     return report
+
+
+def unevaluated(verdicts: list[Any], runs: int = 1) -> str:
+    """Why no rule could be evaluated (every verdict skipped): too few logs, or no metric."""
+    where = f" on any of the {runs} run(s)" if runs > 1 else ""
+    few = next((v for v in verdicts if v.reason.startswith("too few logs")), None)
+    if few is not None:
+        return f"no rule could judge{where}: {few.run}: {few.reason}; nothing fired in them"
+    return (
+        f"no rule could be evaluated{where}: none of the metrics the selected rules need were "
+        "found (see `rlwatch metrics TARGET`)"
+    )

@@ -524,10 +524,9 @@ def merge(
             f"(first: {first['path']}: {first['reason']})"
         )
     if not any(v.state != "skipped" for rep in reports for v in rep.verdicts):
-        raise SourceError(
-            f"no rule could be evaluated on any of the {len(reports)} run(s): none of the "
-            "metrics the selected rules need were found (see `rlwatch metrics TARGET`)"
-        )
+        from rlwatch.api import unevaluated
+
+        raise SourceError(unevaluated([v for rep in reports for v in rep.verdicts], len(reports)))
     merged = Report.merge(reports)
     merged = dataclasses.replace(merged, fail_on=settings.fail_on, rules=rules)
     merged.skipped = [*skipped, *merged.skipped, *unread]

@@ -194,6 +194,24 @@ def test_require_exits_2_when_the_metric_has_no_finite_value(tmp_path: Path) -> 
     assert r.returncode == ExitCode.FAILED and "not found" in r.stderr
 
 
+def test_one_or_two_logs_are_no_evidence_of_health(tmp_path: Path) -> None:
+    """A run of fewer than three logs (a run just started, a stray log line read out of a
+    document) is never called healthy: exit 2 saying why; what fires in them still fails
+    the gate; a folder of such runs is exit 2 too; three logs are judged."""
+    for n in (1, 2):
+        f = _jsonl(tmp_path / "short" / f"s{n}.jsonl", n=n, **{"actor/grad_norm": 0.3})
+        r = rlwatch("diagnose", str(f))
+        assert r.returncode == ExitCode.FAILED, r.stdout + r.stderr
+        assert r.stderr.count("\n") == 1, r.stderr
+        assert f"too few logs to call the run healthy ({n} logged" in r.stderr
+        nan = _jsonl(tmp_path / "nan" / f"n{n}.jsonl", n=n, **{"actor/grad_norm": math.nan})
+        assert runner.invoke(app, ["diagnose", str(nan)]).exit_code == ExitCode.UNHEALTHY
+    r = rlwatch("diagnose", str(tmp_path / "short"))
+    assert r.returncode == ExitCode.FAILED and "too few logs" in r.stderr, r.stderr
+    three = _jsonl(tmp_path / "three.jsonl", n=3, **{"actor/grad_norm": 0.3})
+    assert runner.invoke(app, ["diagnose", str(three)]).exit_code == ExitCode.HEALTHY
+
+
 # -- the guard ------------------------------------------------------------------------------
 def test_an_unexpected_exception_is_exit_2_one_line_and_debug_shows_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

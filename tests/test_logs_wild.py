@@ -145,6 +145,31 @@ def test_a_notebook_with_an_sft_stage_then_grpo_reads_the_grpo_table(tmp_path: P
     )
 
 
+def test_a_notebook_whose_table_comes_after_megabytes_of_images_is_read(tmp_path: Path) -> None:
+    """A vision notebook saves its sample images (base64 PNG) before the training table: the
+    table is found past the first 256 KiB a sniff reads (a cookbook notebook's lies at 3.4 MB),
+    in a folder walk too; a page with no table is still no run."""
+    import base64
+
+    image = {"image/png": base64.b64encode(bytes(range(256)) * 4096).decode()}  # ~1.4 MB
+    cells = [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": image}]}]
+    nb = json.loads(_notebook(_html_table(GRPO_COLUMNS, _grpo_rows(12))))
+    nb["cells"] = cells * 2 + nb["cells"]
+    p = tmp_path / "vlm" / "fine_tuning_vlm.ipynb"
+    p.parent.mkdir()
+    p.write_text(json.dumps(nb, indent=1))
+    assert p.stat().st_size > 2 << 20
+    frame = load(str(p))
+    (info,) = frame.runs.values()
+    assert info.metrics["reward_mean"] == "reward" and frame.steps(info.name)[1:] == (1, 12)
+    assert [f.name for f in discover(tmp_path).runs] == ["vlm"]
+    nb["cells"] = cells * 2
+    q = tmp_path / "images.ipynb"
+    q.write_text(json.dumps(nb))
+    with pytest.raises(SourceError, match="unrecognised log format"):
+        load(str(q))
+
+
 def test_a_run_folder_holds_a_notebook_and_a_page_of_pasted_logs(tmp_path: Path) -> None:
     (tmp_path / "nb").mkdir()
     (tmp_path / "nb" / "Qwen_GRPO.ipynb").write_text(

@@ -418,13 +418,34 @@ def needed_metrics(rules: RuleSet) -> list[str]:
     )
 
 
+MIN_LOGS = 3  # a run of fewer logs is judged by what fires in them, never called healthy
+
+
+def too_few_logs(n: int) -> str:
+    """Why a rule that found nothing on a run of fewer than MIN_LOGS logs is skipped."""
+    return f"too few logs to call the run healthy ({n} logged, {MIN_LOGS} needed)"
+
+
 def evaluate_run(
     ctx: Context, rules: RuleSet, run: str, framework: str | None, *, explain: bool = True
 ) -> list[Verdict]:
     """Every rule on one run's context (rules limited by applies_to are skipped); without
-    `explain`, fired verdicts carry no checks and no context (see `evaluate_rule`)."""
+    `explain`, fired verdicts carry no checks and no context (see `evaluate_rule`). On a run
+    of fewer than MIN_LOGS logs a rule that found nothing is skipped, not ok: one or two logs
+    (a run just started, a stray line read from a document) are no evidence of health."""
     if ctx.grid is None:
         ctx.grid = logged_steps(ctx, _needed(rules))
+    verdicts = _evaluate_rules(ctx, rules, run, framework, explain)
+    if 0 < len(ctx.grid) < MIN_LOGS:  # (no log at all: only clock rules were judged)
+        for v in verdicts:
+            if v.state == "ok":
+                v.state, v.reason = "skipped", too_few_logs(len(ctx.grid))
+    return verdicts
+
+
+def _evaluate_rules(
+    ctx: Context, rules: RuleSet, run: str, framework: str | None, explain: bool
+) -> list[Verdict]:
     verdicts = []
     for rule in rules.rules:
         if rule.frameworks and framework not in rule.frameworks:

@@ -33,7 +33,15 @@ from rlwatch.engine.conditions import (
     held_in_logs,
     metrics_of,
 )
-from rlwatch.engine.evaluate import Episode, Verdict, _checks, _episode, render_summary
+from rlwatch.engine.evaluate import (
+    MIN_LOGS,
+    Episode,
+    Verdict,
+    _checks,
+    _episode,
+    render_summary,
+    too_few_logs,
+)
 from rlwatch.engine.registry import Node, walk
 from rlwatch.engine.robust import short_run_for
 from rlwatch.engine.rules import Rule, RuleSet, at_resolution
@@ -586,6 +594,8 @@ class Evaluator:
             if rule in self.clock_rules:
                 why = "judged at a time, by tail (its clock) and diagnose (the run's files)"
             v.state, v.reason = "skipped", st.skipped or why
+        elif 0 < self._grid_n < MIN_LOGS:  # as evaluate_run: no evidence of health yet
+            v.state, v.reason = "skipped", too_few_logs(self._grid_n)
         return v
 
     def tick(self, *, force: bool = False) -> list[Change]:

@@ -60,8 +60,10 @@ MAX_DOCUMENT = 1 << 30  # a JSON/HTML document is read whole: refuse anything la
 HEAD = 256 << 10  # bytes sniffed first
 DEEP = 16 << 20  # bytes sniffed at most: a run's first metric line after pages of warnings
 # the files sniffed past HEAD: captured output, where a job prints pages before its first log
-# (a folder's large pages, notebooks, CSVs and JSON documents are judged by their head)
+# (CSVs and JSON documents are judged by their head)
 CONSOLES = {".log", ".out", ".err", ".txt", ".jsonl", ".ndjson"}
+# pages sniffed past HEAD for a progress table only: a notebook's images come before its table
+PAGES = {".ipynb", ".html", ".md"}
 
 
 def _head(path: Path) -> str:
@@ -102,13 +104,19 @@ def sniff(path: Path, head: str | None = None) -> str:
     try:
         return _sniff(path, head)
     except SourceError:
-        if given or len(head) < HEAD // 2 or path.suffix not in CONSOLES:
+        if given or len(head) < HEAD // 2 or path.suffix not in CONSOLES | PAGES:
             raise
         st = os.stat(path)
         key = (st.st_dev, st.st_ino)
         if st.st_size < 2 * _MISSED.get(key, 0):  # sniffed deep in vain at half this size
             raise
+        before = head[-4096:]  # a table's header may straddle two blocks
         for block in _later_blocks(path):
+            if path.suffix in PAGES:  # a notebook's table after its images (base64 outputs)
+                if _text.sniff_notebook(before + block):
+                    return "notebook-table"
+                before = block[-4096:]
+                continue
             lines = [ln for ln in block.splitlines() if ln.strip()]
             objects = [ln for ln in lines if ln.lstrip().startswith("{")][:5]
             fmt = _sniff_lines(lines, block, objects)
