@@ -163,6 +163,14 @@ def test_a_notebook_whose_table_comes_after_megabytes_of_images_is_read(tmp_path
     (info,) = frame.runs.values()
     assert info.metrics["reward_mean"] == "reward" and frame.steps(info.name)[1:] == (1, 12)
     assert [f.name for f in discover(tmp_path).runs] == ["vlm"]
+    assert not info.warnings
+    cut = tmp_path / "cut.ipynb"  # cut inside the table: its rows so far, and a warning
+    text = p.read_text()
+    cut.write_text(text[: text.index("<td>7</td>")])
+    frame = load(str(cut))
+    (info,) = frame.runs.values()
+    assert frame.steps(info.name)[1:] == (1, 6)
+    assert any("the notebook ends before its JSON does" in w for w in info.warnings)
     nb["cells"] = cells * 2
     q = tmp_path / "images.ipynb"
     q.write_text(json.dumps(nb))

@@ -248,6 +248,11 @@ def _read_document(p: Path, fmt: str, cols: Cols, warnings: list[str]) -> None:
     text = p.read_bytes().decode("utf-8", "replace")
     if fmt == "notebook-table":
         _text.read_notebook(text, cols, str(p))
+        if p.suffix == ".ipynb" and not text.rstrip().endswith("}"):  # a notebook is one object
+            warnings.append(
+                f"{p}: the notebook ends before its JSON does (cut, or still being saved): "
+                "only the table rows before the cut are read"
+            )
     else:
         _json.read_document(text, cols, warnings, str(p))
 
