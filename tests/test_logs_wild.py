@@ -427,3 +427,9 @@ def test_a_csv_line_cut_inside_a_quoted_cell_is_no_row(tmp_path: Path) -> None:
     assert d["step"].tolist() == [1, 3] and d["value"].tolist() == [0.1, 0.3]
     (info,) = frame.runs.values()
     assert any("1 lines that are not CSV rows" in w for w in info.warnings), info.warnings
+    # a cell past csv's field limit (131,072 characters) among the first rows: sniffed and
+    # read around it (the sniff stopped with the csv module's error)
+    big = tmp_path / "metrics.csv"
+    big.write_text('step,loss\n1,"' + "9" * 200_000 + '"\n2,0.5\n3,0.4\n4,0.3\n')
+    frame = load_file(big)
+    assert frame.data["step"].tolist() == [2, 3, 4]

@@ -818,7 +818,12 @@ def sniff_csv(lines_: list[str]) -> bool:
         return False
     import csv
 
-    rows = list(csv.reader(lines_[1:6]))
+    rows = []
+    for line in lines_[1:6]:
+        try:
+            rows += list(csv.reader([line]))
+        except csv.Error:  # a cell past csv's field limit, a stray quote: not a row
+            continue
     cells = [c.strip() for r in rows if len(r) == len(header) for c in r]
     return bool(cells) and sum(map(_number, cells)) >= 0.5 * len(cells) >= 1
 
