@@ -92,16 +92,20 @@ def diagnose(
     with _progress("evaluating rules", progress):
         report = build(frame, ruleset, fail_on=fail_on, series=series)
     if not any(v.state != "skipped" for v in report.verdicts):
-        raise SourceError(unevaluated(report.verdicts))
+        raise SourceError(unevaluated(report.verdicts, runs=report.runs))
     return report
 
 
-def unevaluated(verdicts: list[Any], runs: int = 1) -> str:
-    """Why no rule could be evaluated (every verdict skipped): too few logs, or no metric."""
-    where = f" on any of the {runs} run(s)" if runs > 1 else ""
+def unevaluated(verdicts: list[Any], runs: list[dict[str, Any]]) -> str:
+    """Why no rule could be evaluated (every verdict skipped): too few logs, or no metric;
+    with the first thing a reader warned of (a cut last line may be why the logs are few)."""
+    where = f" on any of the {len(runs)} run(s)" if len(runs) > 1 else ""
     few = next((v for v in verdicts if v.reason.startswith("too few logs")), None)
     if few is not None:
-        return f"no rule could judge{where}: {few.run}: {few.reason}; nothing fired in them"
+        warned = [str(w) for run in runs for w in run.get("warnings", [])]
+        more = f" (+{len(warned) - 1} more)" if len(warned) > 1 else ""
+        also = f"; the reader warned: {warned[0]}{more}" if warned else ""
+        return f"no rule could judge{where}: {few.run}: {few.reason}; nothing fired in them{also}"
     return (
         f"no rule could be evaluated{where}: none of the metrics the selected rules need were "
         "found (see `rlwatch metrics TARGET`)"

@@ -526,7 +526,8 @@ def merge(
     if not any(v.state != "skipped" for rep in reports for v in rep.verdicts):
         from rlwatch.api import unevaluated
 
-        raise SourceError(unevaluated([v for rep in reports for v in rep.verdicts], len(reports)))
+        every = [v for rep in reports for v in rep.verdicts]
+        raise SourceError(unevaluated(every, [run for rep in reports for run in rep.runs]))
     merged = Report.merge(reports)
     merged = dataclasses.replace(merged, fail_on=settings.fail_on, rules=rules)
     merged.skipped = [*skipped, *merged.skipped, *unread]
