@@ -399,12 +399,12 @@ def discover(target: str | os.PathLike[str], log_format: str | None = None) -> D
             # documents (.md, .html, .txt, ...) beside real logs are notes, not runs
             if any(f.suffix in STRONG_LOG_SUFFIXES for f in singles):
                 singles = [f for f in singles if f.suffix not in DOCUMENT_SUFFIXES]
-            for fs in _parts_of_runs(singles, log_format):
+            for run, fs in _parts_of_runs(singles, log_format):
                 f = fs[0]
                 if len(fs) == len(singles):  # the folder's one run
                     where = d
                 elif len(fs) > 1:  # named by the run the parts are of
-                    where = os.path.join(d, str(fs.run).replace(os.sep, "_"))  # type: ignore[attr-defined]
+                    where = os.path.join(d, str(run).replace(os.sep, "_"))
                 else:
                     where = str(f.with_suffix(""))
                 name = _rel(where, root, root_name)
@@ -443,27 +443,25 @@ def discover(target: str | os.PathLike[str], log_format: str | None = None) -> D
     return out
 
 
-class _Parts(list):
-    run: str | None = None
-
-
-def _parts_of_runs(files: list[Path], log_format: str | None) -> list[_Parts]:
-    """The log files of a folder as runs: each file one run, but W&B's exports of the charts
-    of one run (a CSV per metric, the same "<run> - " prefix) are one run of several parts."""
+def _parts_of_runs(
+    files: list[Path], log_format: str | None
+) -> list[tuple[str | None, list[Path]]]:
+    """The log files of a folder as runs, (W&B run or None, files): each file one run, but
+    W&B's exports of the charts of one run (a CSV per metric, the same "<run> - " prefix) are
+    one run of several parts."""
     from rlwatch.sources import logs
 
-    by_run: dict[str, _Parts] = {}
-    out: list[_Parts] = []
+    by_run: dict[str, list[Path]] = {}
+    out: list[tuple[str | None, list[Path]]] = []
     for f in files:
-        run = logs.export_run(f) if log_format in (None, "csv") else None
-        if run is None:
-            out.append(_Parts([f]))
+        runs = logs.export_runs(f) if log_format in (None, "csv") else []
+        if len(runs) != 1:
+            out.append((None, [f]))
             continue
-        if run not in by_run:
-            by_run[run] = _Parts()
-            by_run[run].run = run
-            out.append(by_run[run])
-        by_run[run].append(f)
+        if runs[0] not in by_run:
+            by_run[runs[0]] = []
+            out.append((runs[0], by_run[runs[0]]))
+        by_run[runs[0]].append(f)
     return out
 
 

@@ -359,8 +359,8 @@ def load_parts(paths: list[Path], fmt: str | None = None) -> RunFrame:
     frame = _frame(paths[0], first, cols, warnings)
     (info,) = frame.runs.values()
     info.files = [str(p) for p in paths]
-    run = export_run(paths[0])  # the run's own name, not its first chart's
-    return frame if run is None else frame.renamed({info.name: run})
+    runs = export_runs(paths[0])  # the run's own name, not its first chart's
+    return frame.renamed({info.name: runs[0]}) if len(runs) == 1 else frame
 
 
 def _read_into(
@@ -401,12 +401,6 @@ def export_runs(path: Path) -> list[str]:
     line = head.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
     header = _text._csv_header(line)
     return [] if header is None else _text.export_runs(header)
-
-
-def export_run(path: Path) -> str | None:
-    """The W&B run whose charts `path` is a CSV export of, when it holds one run."""
-    runs = export_runs(path)
-    return runs[0] if len(runs) == 1 else None
 
 
 # a project's own documents are never runs in a folder walk (a README may quote a log line);

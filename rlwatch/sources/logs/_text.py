@@ -839,12 +839,6 @@ def export_runs(header: list[str]) -> list[str]:
     return list(dict.fromkeys(m.group(1) for m in matches if m))
 
 
-def export_run(header: list[str]) -> str | None:
-    """The run a W&B chart export of one run names, or None."""
-    runs = export_runs(header)
-    return runs[0] if len(runs) == 1 else None
-
-
 class Csv:
     """A metrics CSV (a W&B export, a custom loop's metrics.csv): the header names the
     columns; the step is the column named like a step (CSV_STEPS), else the row number; a W&B
