@@ -24,6 +24,9 @@ class Alias:
     key: str
     framework: str
     scale: float = 1.0
+    # `own: true`: a key too common to mean this metric in anyone else's run (torchtune's
+    # `rewards`), tried only when its framework is the one detected
+    own: bool = False
 
     @property
     def pattern(self) -> bool:
@@ -95,7 +98,10 @@ def catalogue(path: str | None = None) -> Catalogue:
                 )
             for k in keys:
                 if isinstance(k, dict):
-                    aliases.append(Alias(str(k["key"]), fw, float(k.get("scale", 1.0))))
+                    own = k.get("own", False)
+                    if not isinstance(own, bool):
+                        raise RuleFileError(f"metric {name!r}: 'own' is true or false", p)
+                    aliases.append(Alias(str(k["key"]), fw, float(k.get("scale", 1.0)), own))
                 else:
                     aliases.append(Alias(str(k), fw))
         evaluation = spec.get("evaluation", False)
@@ -193,7 +199,8 @@ def _resolve(tags: tuple[str, ...], cat: Catalogue) -> Resolution:
     """Map a run's raw tags to canonical metrics; the detected framework's keys come first.
 
     Wildcard aliases are tried only for the detected framework (or when none is detected),
-    since a pattern such as slime's ``eval/*`` would swallow other frameworks' keys.
+    since a pattern such as slime's ``eval/*`` would swallow other frameworks' keys; an `own`
+    alias only for its framework, detected.
     """
     framework, version = detect(list(tags), cat)
     res = Resolution(framework, version)
@@ -202,7 +209,9 @@ def _resolve(tags: tuple[str, ...], cat: Catalogue) -> Resolution:
     for metric in cat.metrics.values():
         ordered = sorted(metric.aliases, key=lambda a: a.framework != framework)
         for alias in ordered:
-            if alias.pattern and framework is not None and alias.framework != framework:
+            if alias.framework != framework and (
+                alias.own or (alias.pattern and framework is not None)
+            ):
                 continue
             hit = next((t for t in m.find(alias.key) if t not in taken), None)
             if hit is not None:

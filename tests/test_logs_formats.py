@@ -822,3 +822,39 @@ def test_a_console_with_more_dicts_than_kept_keeps_all_its_ordinals(
     (info,) = frame.runs.values()
     assert info.hparams["steps"].startswith("log ordinals")
     assert sorted({s for _, s in _rows(frame)}) == [1, 2, 3, 4, 5, 6]
+
+
+def test_torchtune_disk_logger_lines(tmp_path: Path) -> None:
+    """torchtune's DiskLogger writes `Step N | name:value name:value ` (0-d tensors printed
+    as numbers). A PPO run whose responses never stop (num_stop_tokens 0 on every log) is
+    read with torchtune's names and fails on LN08."""
+    torch = pytest.importorskip("torch")
+    p = tmp_path / "log_1732700000.txt"
+    with p.open("w") as f:  # as DiskLogger.log_dict writes it
+        for step in range(1, 25):
+            payload = {
+                "scores": torch.tensor(0.5 + step / 100).mean(),
+                "num_stop_tokens": torch.tensor(0),
+                "kl": torch.tensor(0.02 * step),
+                "loss": torch.tensor(0.3),
+                "clipfrac": torch.tensor(0.01),
+                "ratios": torch.tensor(1.0),
+                "approx_policy_kl": torch.tensor(1e-4),
+                "response_lengths": torch.tensor(256.0),
+            }
+            f.write(f"Step {step} | ")
+            for name, data in payload.items():
+                f.write(f"{name}:{data} ")
+            f.write("\n")
+    frame = load(str(p))
+    (info,) = frame.runs.values()
+    assert info.framework == "torchtune"
+    assert info.metrics["reward_mean"] == "scores"
+    assert info.metrics["eos_count"] == "num_stop_tokens"
+    rows = _rows(frame)
+    assert [rows["scores", s] for s in range(1, 25)] == pytest.approx(
+        [0.5 + s / 100 for s in range(1, 25)], rel=1e-6
+    )
+    res = runner.invoke(app, ["diagnose", str(p)])
+    assert res.exit_code == 1, res.output
+    assert "LN08" in res.output

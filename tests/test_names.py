@@ -270,3 +270,50 @@ def test_keys_flattened_with_underscores_map_as_their_slashed_forms() -> None:
     # with the writer's prefix (a TRL run's TensorBoard file, read as its last rows arrive)
     for summary in (["train_loss", "train_runtime"], ["train/train_loss", "train/epoch"]):
         assert "loss" not in names.resolve(summary).canonical, summary
+
+
+def test_torchtune_recipes_keys() -> None:
+    """torchtune's PPO and GRPO recipes log bare names (`scores`, `rewards`, `ratios`,
+    `num_stop_tokens`); its DPO recipes `log_probs/chosen` where TRL writes `logps/chosen`."""
+    ppo = names.resolve(
+        ["scores", "num_stop_tokens", "rlhf_reward", "kl", "kl_reward", "loss", "policy_loss",
+         "value_loss", "clipfrac", "ratios", "approx_policy_kl", "response_lengths"]
+    )  # fmt: skip
+    assert ppo.framework == "torchtune"
+    expected = {
+        "reward_mean": "scores",
+        "kl_ppo": "approx_policy_kl",
+        "ratio_mean": "ratios",
+        "eos_count": "num_stop_tokens",
+        "clip_frac": "clipfrac",
+        "response_length_mean": "response_lengths",
+        "value_loss": "value_loss",
+    }
+    assert {k: ppo.canonical.get(k) for k in expected} == expected
+    grpo = names.resolve(
+        ["rewards", "successes", "num_stop_tokens", "loss", "policy_loss", "kl_loss", "clipfrac",
+         "ratios", "approx_policy_kl", "response_lengths"]
+    )  # fmt: skip
+    assert grpo.framework == "torchtune"
+    assert grpo.canonical["reward_mean"] == "rewards"
+    assert grpo.canonical["kl_ref"] == "kl_loss"
+    dpo = names.resolve(["loss", "rewards/chosen", "log_probs/chosen", "log_probs/rejected"])
+    assert dpo.canonical["dpo_logps_chosen"] == "log_probs/chosen"
+    tunix = names.resolve(["rewards/margin", "rewards/accuracy", "log_probs/chosen", "odds_ratio"])
+    assert tunix.framework == "tunix"
+    assert tunix.canonical["dpo_margin"] == "rewards/margin"
+    assert tunix.canonical["dpo_accuracy"] == "rewards/accuracy"
+
+
+def test_an_own_alias_means_its_metric_only_in_its_frameworks_runs() -> None:
+    """torchtune's bare `rewards`/`scores`/`ratios`/`kl_loss` are its reward, ratio and KL;
+    in a run of no framework, or of another, those words mean nothing to rlwatch."""
+    for tags in (["rewards", "scores", "ratios", "loss"],
+                 ["rewards", "scores", "ratios", "actor/pg_clipfrac", "critic/score/mean"]):  # fmt: skip
+        r = names.resolve(tags)
+        assert r.framework != "torchtune"
+        assert r.canonical.get("reward_mean") not in ("rewards", "scores"), tags
+        assert "ratio_mean" not in r.canonical, tags
+    cat = names.catalogue()
+    own = {a.key for m in cat.metrics.values() for a in m.aliases if a.own}
+    assert own == {"rewards", "scores", "ratios", "kl_loss"}
