@@ -245,6 +245,36 @@ def test_a_json_array_of_log_history_rows(tmp_path: Path) -> None:
     assert _rows(frame)[("loss", 3)] == pytest.approx(0.47)
 
 
+def test_a_scripts_own_dump_of_the_log_history(tmp_path: Path) -> None:
+    """A script that saves `trainer.state.log_history` under a key of its own beside other
+    series ({"learning_rate": [...], "raw_log_history": [...], ...}), the key past the first
+    lines; cut before its end, the complete rows before the cut are read, with a warning."""
+    history = [
+        {"loss": 0.69 - i / 100, "rewards/margins": i / 10, "logps/chosen": -30.0, "step": i}
+        for i in range(1, 41)
+    ]
+    doc = {
+        "eval_loss": [],
+        "learning_rate": [{"learning_rate": 1e-6 * i, "step": float(i)} for i in range(1, 41)],
+        "metadata": {"run_name": "dpo"},
+        "raw_log_history": history,
+        "scalar_series": {"loss": [[i, 0.5] for i in range(1, 41)]},
+    }
+    f = tmp_path / "dpo_history.json"
+    text = json.dumps(doc, indent=2)
+    f.write_text(text)
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    assert info.source == "trainer-state" and frame.steps(info.name) == (40, 1, 40)
+    assert _rows(frame)[("rewards/margins", 7)] == pytest.approx(0.7)
+    cut = tmp_path / "cut.json"
+    cut.write_text(text[: text.rindex('"step": 30') + 3])
+    frame = logs.load_file(cut)
+    (info,) = frame.runs.values()
+    assert frame.steps(info.name) == (29, 1, 29)
+    assert any("29 complete log_history entries" in w for w in info.warnings), info.warnings
+
+
 def test_llamafactory_trainer_log_jsonl(tmp_path: Path) -> None:
     """LLaMA-Factory's LogCallback.on_log: current_steps, total_steps, loss, lr, epoch,
     percentage, elapsed_time, remaining_time (None values removed), one json.dumps per line."""

@@ -132,6 +132,23 @@ def test_training_columns_of_a_grpo_table_keep_their_logged_keys(tmp_path: Path)
     assert set(load(str(q)).data["tag"].astype(str)) == {"loss", "eval_loss", "eval_accuracy"}
 
 
+def test_a_progress_table_pasted_into_a_github_comment(tmp_path: Path) -> None:
+    """GitHub turns a notebook's HTML table pasted into an issue into `Step | Training Loss |
+    ...` rows under a `-- | --` line, no outer pipes; a row cut mid-number is left out."""
+    head = " | ".join(GRPO_COLUMNS)
+    rows = [" | ".join(r) for r in _grpo_rows(11)]
+    p = tmp_path / "comment.md"
+    p.write_text(
+        "```\n" + head + "\n" + " | ".join(["--"] * len(GRPO_COLUMNS)) + "\n"
+        + "\n".join(rows) + "\n12 | 0.0001 | 1.2 | 0.5 | 12"
+    )  # fmt: skip
+    frame = load(str(p))
+    (info,) = frame.runs.values()
+    assert frame.steps(info.name)[1:] == (1, 11)
+    assert _values(frame, "reward_mean") == pytest.approx([s / 10 for s in range(1, 12)])
+    assert info.metrics["truncation_rate"] == "completions/clipped_ratio"
+
+
 def test_a_notebook_with_an_sft_stage_then_grpo_reads_the_grpo_table(tmp_path: Path) -> None:
     sft = _html_table(["Step", "Training Loss"], [[str(s), "1.5"] for s in range(1, 30)])
     p = tmp_path / "two-stages.ipynb"

@@ -568,27 +568,40 @@ def _entries(text: str, path: str, warnings: list[str]) -> tuple[list[Any], dict
     try:
         doc = loads(text)
     except ValueError as exc:
-        key = text.find('"log_history"')
-        start = text.find("[", key) if key >= 0 else text.find("[")
+        m = HISTORY_KEY.search(text)
+        start = m.end() - 1 if m else text.find("[")
         entries, pos = _complete_rows(text, start)
         msg = getattr(exc, "msg", str(exc))
         warnings.append(
             f"{path}: not valid JSON ({msg}); read the {len(entries)} complete "
-            f"{'log_history entries' if key >= 0 else 'rows'} before byte {pos}, the rest "
+            f"{'log_history entries' if m else 'rows'} before byte {pos}, the rest "
             f"({len(text) - pos} bytes) is lost"
         )
         return entries, {}
     if isinstance(doc, list):
         return doc, {}
-    entries = doc.get("log_history") if isinstance(doc, dict) else None
-    if not isinstance(entries, list):
+    key = _history_key(doc)
+    if key is None:
         raise SourceError(f"{path}: a JSON file without a 'log_history' list")
     facts = {
         k: v
         for k, v in doc.items()
-        if k != "log_history" and isinstance(v, int | float | str) and not _huge(v)
+        if k != key and isinstance(v, int | float | str) and not _huge(v)
     }
-    return entries, facts
+    return doc[key], facts
+
+
+# a trainer state's `log_history`, or a dump of one under a key of its own (`raw_log_history`)
+HISTORY_KEY = re.compile(r'"(\w*log_history)"\s*:\s*\[')
+
+
+def _history_key(doc: Any) -> str | None:
+    """The key of a document's log_history list: `log_history`, else the first key that ends
+    with it (a script's own dump of `trainer.state.log_history`)."""
+    if not isinstance(doc, dict):
+        return None
+    keys = ["log_history"] + [k for k in doc if isinstance(k, str) and k.endswith("log_history")]
+    return next((k for k in keys if isinstance(doc.get(k), list)), None)
 
 
 def _huge(v: object) -> bool:
@@ -637,7 +650,7 @@ def read_document(text: str, cols: Cols, warnings: list[str], path: str) -> None
 
 def sniff_document(head: str) -> str | None:
     stripped = head.lstrip()
-    if stripped.startswith("{") and '"log_history"' in head and not _a_record(stripped):
+    if stripped.startswith("{") and HISTORY_KEY.search(head) and not _a_record(stripped):
         return "trainer-state"
     if stripped.startswith("["):
         rest = stripped[1:].lstrip()

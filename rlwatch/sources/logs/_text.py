@@ -508,6 +508,8 @@ def _cells(line: str) -> list[str]:
     s = line.strip()
     if s.startswith("|"):
         return [c.strip() for c in s.strip("|").split("|")]
+    if " | " in s and "\t" not in s:  # a table pasted into a GitHub comment: no outer pipes
+        return [c.strip() for c in s.split("|")]
     if "\t" in s:
         return [c.strip() for c in s.split("\t")]
     return [c.strip() for c in re.split(r" {2,}", s)]
