@@ -336,6 +336,17 @@ class Threshold(Node):
     'firing'
     >>> state("threshold: {metric: loss, at_most: 0.6, smooth: 3}", loss="0.9 0.5 0.9")
     'ok'
+
+    `min_z` (with `above`/`below`): the value must be past the bound by min_z x the robust
+    spread of the run's first `spread_of_first` logs, so a metric that wanders round the
+    bound from the start (an implicit reward near 0 while nothing is learnt yet) is no
+    crossing of it.
+
+    >>> when = "threshold: {metric: m, below: 0, min_z: 3}"
+    >>> state(when, m="0.01 -0.02 0.03 -0.01 0.02 -0.03 0.01 -0.02 0.02 -0.01 -0.04")
+    'ok'
+    >>> state(when, m="0.01 -0.02 0.03 -0.01 0.02 -0.03 0.01 -0.02 0.02 -0.01 -0.4")
+    'firing'
     """
 
     metric: str = param("metric", doc="the metric compared")
@@ -349,9 +360,25 @@ class Threshold(Node):
     smooth: int | None = param(
         "int", doc="compare the trailing median of the last k logs", per_log=1
     )
+    min_z: float | None = param(
+        "pos", doc="past the bound by min_z x the robust spread of the first logs"
+    )
+    spread_of_first: int = param(
+        "int", 10, doc="logs whose robust spread min_z is counted in", per_log=3
+    )
+
+    def check(self) -> tuple[str, str] | None:
+        if self.min_z is not None and (
+            self.divided_by is not None or (self.above is None) == (self.below is None)
+        ):
+            return "min_z", "min_z goes with one of above or below, without divided_by"
+        return None
 
     def lookback(self) -> int | None:
         return 0 if self.smooth is None else self.smooth
+
+    def head(self) -> int:
+        return self.spread_of_first if self.min_z is not None else 0
 
     def signal(self, ctx: Context) -> Signal:
         metric = self.metric
@@ -382,10 +409,15 @@ class Threshold(Node):
             observed = {key: val[ok] for key, val in observed.items()}
         mask = np.ones(v.size, dtype=bool)
         peak_max = True
+        margin: Any = 0.0
+        if self.min_z is not None:  # the noise of the first logs (the raw values), as of each log
+            spread = robust.head_sigma(s.values, self.spread_of_first)
+            at = np.searchsorted(s.steps, steps, side="right") - 1
+            margin = self.min_z * np.where(np.isnan(spread[at]), np.inf, spread[at])
         if self.above is not None:
-            mask &= v > self.above
+            mask &= v > self.above + margin
         if self.below is not None:
-            mask &= v < self.below
+            mask &= v < self.below - margin
             peak_max = self.above is not None
         if self.at_least is not None:
             mask &= v >= self.at_least
