@@ -269,6 +269,21 @@ def _prior_median(v: np.ndarray, window: int, min_periods: int) -> np.ndarray:
     return _nanmedian_rows(sliding_window_view(padded, window), min_periods)
 
 
+def _prior_quantile(v: np.ndarray, window: int, min_periods: int, q: float) -> np.ndarray:
+    """The q-quantile (linear, as numpy's default) of the previous `window` values."""
+    if q == 0.5 or v.size == 0:
+        return _prior_median(v, window, min_periods)
+    padded = np.concatenate([np.full(window, np.nan), v[:-1]])
+    ordered = np.sort(sliding_window_view(padded, window), axis=1)  # NaN sorts last
+    counts = np.sum(~np.isnan(ordered), axis=1)
+    pos = np.maximum(counts - 1, 0) * q
+    lo, frac = np.floor(pos).astype(int), pos - np.floor(pos)
+    hi = np.minimum(lo + 1, np.maximum(counts - 1, 0))
+    rows = np.arange(ordered.shape[0])
+    a, b = ordered[rows, lo], ordered[rows, hi]
+    return np.where(counts >= max(min_periods, 1), a + (b - a) * frac, np.nan)
+
+
 def _trailing_median(v: np.ndarray, window: int) -> np.ndarray:
     """Median of the last `window` values, the current one included (needs all of them)."""
     if v.size == 0:
@@ -459,6 +474,17 @@ class Spike(Node):
     'ok'
     >>> state(when, reward_mean="0.1 -0.1x3 0.1x3 -0.1x3 -2")
     'firing'
+
+    `quantile: q`: the baseline is the window's q-quantile instead of its median. A GRPO
+    gradient norm is near 0 on every batch whose groups all got one reward (no advantage) and
+    at its working level on the others: the median of such a window is the idle mode, and the
+    working level looks like a spike against it.
+
+    >>> when = "spike: {metric: grad_norm, factor: 10, quantile: 0.75}"
+    >>> state(when, grad_norm="0.5 0.001 0.4 0.002 0.001 0.6 0.001 0.002 0.5 0.001 0.001 0.7")
+    'ok'
+    >>> state(when, grad_norm="0.5 0.001 0.4 0.002 0.001 0.6 0.001 0.002 0.5 0.001 0.001 9")
+    'firing'
     """
 
     metric: str = param("metric", doc="the metric watched")
@@ -468,6 +494,9 @@ class Spike(Node):
     min_periods: int = param("int", 5, doc="values the baseline needs before it counts", per_log=3)
     min_delta: float = param("num", 0.0, doc="smallest absolute change that counts")
     min_z: float | None = param("pos", doc="smallest change in robust sigmas of the window")
+    quantile: float = param(
+        "num", 0.5, low=0.0, high=1.0, doc="the window's quantile taken as baseline"
+    )
 
     def check(self) -> tuple[str, str] | None:
         if self.min_periods > self.window:
@@ -481,10 +510,11 @@ class Spike(Node):
         metric, window, min_periods = self.metric, self.window, self.min_periods
         s = ctx.series(metric, needs=min_periods + 1)
         v = s.values
+        q = self.quantile
         base = ctx.per_metric(
-            ("prior_median", metric, window, min_periods),
+            ("prior_quantile", metric, window, min_periods, q),
             s,
-            lambda x: _prior_median(x, window, min_periods),
+            lambda x: _prior_quantile(x, window, min_periods, q),
         )
         delta = v - base
         has = ~np.isnan(base)
