@@ -53,6 +53,9 @@ KINDS = [
     "trackio",
     "swanlab",
     "ms_swift",
+    "gh_table",
+    "history_dump",
+    "torchtune",
     "rules",
     "config",
     "pyproject",
@@ -210,6 +213,32 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
     state = {"last_model_checkpoint": "out/checkpoint-9", "global_step": steps, "log_history": logs}
     swift = "".join(json.dumps(r) + "\n" for r in [*logs, state])
     seeds["ms_swift"] = ("logging.jsonl", swift.encode())
+    # a notebook's progress table pasted into a GitHub comment: no outer pipes, `-- | --` rule
+    cols = ["Step", "Training Loss", "reward", "reward_std", "completion_length", "kl"]
+    table = " | ".join(cols) + "\n" + " | ".join(["--"] * len(cols)) + "\n"
+    table += "".join(
+        f"{s} | {0.5 / s:.6f} | {s / 10 - 3:.6f} | 1.5 | {300 + s:.6f} | {s / 1e4:.6f}\n"
+        for s in range(1, steps + 1)
+    )
+    seeds["gh_table"] = ("comment.md", ("```\n" + table + "```\n").encode())
+    # a script's own dump of trainer.state.log_history beside other series
+    dump = {
+        "learning_rate": [
+            {"learning_rate": 1e-6 * s, "step": float(s)} for s in range(1, steps + 1)
+        ],
+        "raw_log_history": [
+            {"loss": 0.69 - s / 1e3, "rewards/chosen": s / 100, "logps/chosen": -30.0, "step": s}
+            for s in range(1, steps + 1)
+        ],
+    }
+    seeds["history_dump"] = ("dpo_history.json", json.dumps(dump, indent=2).encode())
+    # torchtune's DiskLogger: `Step N | name:value name:value `
+    tune = "".join(
+        f"Step {s} | scores:{s / 50:.6f} num_stop_tokens:{s % 7} kl:{s / 1e3:.6f} "
+        f"clipfrac:0.02 ratios:1.0 approx_policy_kl:0.0004 response_lengths:{100 + s}.0 \n"
+        for s in range(1, steps + 1)
+    )
+    seeds["torchtune"] = ("log_1732700000.txt", tune.encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])
