@@ -267,6 +267,11 @@ def test_a_scripts_own_dump_of_the_log_history(tmp_path: Path) -> None:
     (info,) = frame.runs.values()
     assert info.source == "trainer-state" and frame.steps(info.name) == (40, 1, 40)
     assert _rows(frame)[("rewards/margins", 7)] == pytest.approx(0.7)
+    one_line = tmp_path / "one_line.json"  # json.dumps' compact form: no JSON line of a log
+    one_line.write_text(json.dumps(doc))
+    compact = logs.load_file(one_line)
+    (name,) = compact.runs
+    assert compact.steps(name) == (40, 1, 40)
     cut = tmp_path / "cut.json"
     cut.write_text(text[: text.rindex('"step": 30') + 3])
     frame = logs.load_file(cut)

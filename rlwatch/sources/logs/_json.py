@@ -672,7 +672,7 @@ def _a_record(text: str) -> bool:
         obj = loads(text.split("\n", 1)[0])
     except ValueError:
         return False
-    return isinstance(obj, dict) and "log_history" not in obj
+    return isinstance(obj, dict) and _history_key(obj) is None
 
 
 def sniff_line(obj: Any) -> str | None:
