@@ -592,7 +592,7 @@ def _entries(text: str, path: str, warnings: list[str]) -> tuple[list[Any], dict
 
 
 # a trainer state's `log_history`, or a dump of one under a key of its own (`raw_log_history`)
-HISTORY_KEY = re.compile(r'"(\w*log_history)"\s*:\s*\[')
+HISTORY_KEY = re.compile(r'"(\w{0,64}log_history)"\s{0,64}:\s{0,64}\[')
 
 
 def _history_key(doc: Any) -> str | None:
