@@ -304,6 +304,32 @@ def test_deepspeed_chat_step3_reads_the_reward_printed_after_each_step(tmp_path:
     assert frame.steps(info.name)[1:] == (0, 7)
 
 
+def test_deepspeed_chat_step_lines_after_ten_thousand_lines_of_launcher_output(
+    tmp_path: Path,
+) -> None:
+    """A 96-rank launch prints ten thousand lines and more (model loading, ZeRO-3 partitioning,
+    DeepSpeed's own `step=1, skipped=0` lines) before the first step line, past the first 256
+    KiB and deep in a later block, past the 2,000 lines of it the line sniffers probe: the
+    lines naming a step are probed."""
+    launch = "".join(
+        f"[2023-06-26 18:{i // 600 % 60:02d}:{i // 10 % 60:02d},546] [INFO] [partition_parameters.py:"
+        f"{i % 500}:_post_init] rank {i % 96}: partitioned parameter {i} of shape (4096, 4096)\n"
+        for i in range(16_000)
+    )  # fmt: skip
+    launch += (
+        "[2023-06-26 18:44:51,546] [INFO] [logging.py:96:log_dist] [Rank 0] step=1, skipped=0, "
+        "lr=[1e-08, 1e-08], mom=[(0.9, 0.95), (0.9, 0.95)]\n"
+    )
+    p = tmp_path / "actor_chatglm-6b_step3.log"
+    p.write_text(launch + _dschat(12))
+    assert len(launch) > 256 * 1024 + (1 << 20) + 300_000  # past the 2,000 lines of block 2
+    frame = load(str(p))
+    (info,) = frame.runs.values()
+    assert info.framework == "deepspeed_chat"
+    assert _values(frame, "reward_mean") == pytest.approx([-0.06 + s / 10 for s in range(12)])
+    assert frame.steps(info.name)[1:] == (0, 11)
+
+
 # -- CSV: properties ------------------------------------------------------------------------
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
