@@ -22,6 +22,7 @@ METRIC_FILES = (
     "events.out.tfevents.",
     ".jsonl",
     ".log",
+    ".out",  # a console redirected by nohup or Slurm
     ".wandb",
     ".txt",
     ".json",

@@ -31,6 +31,7 @@ from rlwatch.engine.conditions import (
     build_context,
     evaluate,
     held_in_logs,
+    logging_interval,
     metrics_of,
 )
 from rlwatch.engine.evaluate import (
@@ -49,6 +50,7 @@ from rlwatch.engine.rules import Rule, RuleSet, at_resolution
 from rlwatch.frame import RunInfo
 
 MARGIN = 8  # extra logged values kept beyond the computed look-back
+KEEP_WHOLE = 2048  # logs of a run before its rules' columns are trimmed to their look-back
 WHOLE_SHARE = 9.0  # whole-history rules wait this many times their last cost between turns
 
 
@@ -225,6 +227,8 @@ class Evaluator:
         self.by_code = {r.code: r for r in self.rules}
         self.whole = {r.code for r in self.rules if rule_lookback(r) is None}
         self.pending: dict[str, int] = {}  # whole-history rule -> the first step to judge
+        self.interval: int | None = None  # the run's logging interval when last judged
+        self.rescaled = False  # it moved since: judge every rule again from the run's start
         self.due = 0.0
 
     # -- input ---------------------------------------------------------------------------
@@ -291,6 +295,15 @@ class Evaluator:
                 touched.add(m)
         self.last_step = max(int(step.max()), self.last_step or int(step.max()))
         rules = [r for r in self.rules if any(m in touched for m in metrics_of(r.when))]
+        # the run's logging interval (the median gap between its logs) scales the rules' counts
+        # of logs: when a new log moves it (a W&B history sampled at irregular steps), every
+        # rule is judged again from the run's start while its columns are whole, as diagnose
+        # judges the whole run at its final interval
+        interval = logging_interval(self.run_logs())
+        if self.interval is not None and interval != self.interval:
+            self.rescaled = True
+            rules += [r for r in self.rules if r not in rules]
+        self.interval = interval
         if self.wall_rules and "wall_time" in rows:
             rules += [r for r in self.wall_rules if r not in rules]
         # whole-history rules (a running best, an expanding median) cost what the run costs:
@@ -365,7 +378,9 @@ class Evaluator:
         self.restarts.sort()
 
     def _trim(self) -> None:
-        for m, col in self.cols.items():
+        # the rules' columns are kept whole for a run's first KEEP_WHOLE logs: its logging
+        # interval settles then, and a move of it is judged again from the run's start
+        for m, col in self.cols.items() if self._grid_n >= KEEP_WHOLE else ():
             col.trim(self.keep.get(m))
         # metrics logged at the same steps share one steps array (arrays are never changed in
         # place: merge and trim make new ones): a run's whole history is kept once, not per metric
@@ -450,10 +465,12 @@ class Evaluator:
             r.code: min(cutoff, j) if (j := self.state[r.code].judged) is not None else cutoff
             for r in rules
         }
+        rescaled, self.rescaled = self.rescaled, False
         for r in rules:  # early in a run verdicts depend on its length so far: judged again
             cols = [self.cols[m] for m in r.when.metrics() if m in self.cols]
             whole_run = cols and not any(c.dropped for c in cols)
-            if whole_run and self.state[r.code].n_run < 2 * max(r.for_, r.when.head() + 1) + 2:
+            early = self.state[r.code].n_run < 2 * max(r.for_, r.when.head() + 1) + 2
+            if whole_run and (early or rescaled):
                 cuts[r.code] = -(2**62)
         again = [r for r in rules if cuts[r.code] == -(2**62)]
         if again and len(again) < len(rules):
