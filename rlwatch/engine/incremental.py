@@ -297,13 +297,15 @@ class Evaluator:
         rules = [r for r in self.rules if any(m in touched for m in metrics_of(r.when))]
         # the run's logging interval (the median gap between its logs) scales the rules' counts
         # of logs: when a new log moves it (a W&B history sampled at irregular steps), every
-        # rule is judged again from the run's start while its columns are whole, as diagnose
+        # rule is judged again from the run's start while its columns are whole (the first
+        # KEEP_WHOLE logs; past them the median of so many gaps has settled), as diagnose
         # judges the whole run at its final interval
-        interval = logging_interval(self.run_logs())
-        if self.interval is not None and interval != self.interval:
-            self.rescaled = True
-            rules += [r for r in self.rules if r not in rules]
-        self.interval = interval
+        if self._grid_n <= KEEP_WHOLE:
+            interval = logging_interval(self.run_logs())
+            if self.interval is not None and interval != self.interval:
+                self.rescaled = True
+                rules += [r for r in self.rules if r not in rules]
+            self.interval = interval
         if self.wall_rules and "wall_time" in rows:
             rules += [r for r in self.wall_rules if r not in rules]
         # whole-history rules (a running best, an expanding median) cost what the run costs:
