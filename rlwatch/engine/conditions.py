@@ -261,20 +261,24 @@ def _nanmedian_rows(windows: np.ndarray, min_periods: int) -> np.ndarray:
     return np.where(counts >= max(min_periods, 1), (lo + hi) / 2, np.nan)
 
 
+def _prior_windows(v: np.ndarray, window: int) -> np.ndarray:
+    """Each position's previous `window` values (the current one excluded; NaN before the run)."""
+    return sliding_window_view(np.concatenate([np.full(window, np.nan), v[:-1]]), window)
+
+
 def _prior_median(v: np.ndarray, window: int, min_periods: int) -> np.ndarray:
     """Median of the previous `window` values (the current one excluded)."""
-    padded = np.concatenate([np.full(window, np.nan), v[:-1]]) if v.size else v
     if v.size == 0:
         return v
-    return _nanmedian_rows(sliding_window_view(padded, window), min_periods)
+    return _nanmedian_rows(_prior_windows(v, window), min_periods)
 
 
 def _prior_quantile(v: np.ndarray, window: int, min_periods: int, q: float) -> np.ndarray:
-    """The q-quantile (linear, as numpy's default) of the previous `window` values."""
+    """The q-quantile (linear, as numpy's default) of the previous `window` values: the
+    median's own rows when q is 1/2."""
     if q == 0.5 or v.size == 0:
         return _prior_median(v, window, min_periods)
-    padded = np.concatenate([np.full(window, np.nan), v[:-1]])
-    ordered = np.sort(sliding_window_view(padded, window), axis=1)  # NaN sorts last
+    ordered = np.sort(_prior_windows(v, window), axis=1)  # NaN sorts last
     counts = np.sum(~np.isnan(ordered), axis=1)
     pos = np.maximum(counts - 1, 0) * q
     lo, frac = np.floor(pos).astype(int), pos - np.floor(pos)
