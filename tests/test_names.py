@@ -306,8 +306,9 @@ def test_torchtune_recipes_keys() -> None:
 
 
 def test_an_own_alias_means_its_metric_only_in_its_frameworks_runs() -> None:
-    """torchtune's bare `rewards`/`scores`/`ratios`/`kl_loss` are its reward, ratio and KL;
-    in a run of no framework, or of another, those words mean nothing to rlwatch."""
+    """torchtune's bare `rewards`/`scores`/`ratios`/`kl_loss` are its reward, ratio and KL,
+    NeMo RL's console `generation` time its generation time; in a run of no framework, or of
+    another, those words mean nothing to rlwatch."""
     for tags in (["rewards", "scores", "ratios", "loss"],
                  ["rewards", "scores", "ratios", "actor/pg_clipfrac", "critic/score/mean"]):  # fmt: skip
         r = names.resolve(tags)
@@ -316,4 +317,8 @@ def test_an_own_alias_means_its_metric_only_in_its_frameworks_runs() -> None:
         assert "ratio_mean" not in r.canonical, tags
     cat = names.catalogue()
     own = {a.key for m in cat.metrics.values() for a in m.aliases if a.own}
-    assert own == {"rewards", "scores", "ratios", "kl_loss"}
+    assert own == {"rewards", "scores", "ratios", "kl_loss", "generation"}
+    r = names.resolve(["loss", "generation", "reward"])
+    assert "gen_time" not in r.canonical
+    r = names.resolve(["loss", "generation", "generation_kl_error", "total_step_time"])
+    assert r.framework == "nemo_rl" and r.canonical["gen_time"] == "generation"

@@ -36,7 +36,8 @@ FORMATS = {
     "ms-swift": 'ms-swift logging.jsonl ({"loss": ..., "global_step/max_steps": "N/M", ...})',
     "jsonl": "JSONL with a step field (Tinker metrics.jsonl, ...)",
     "kv-pairs": "lines of `Name: number` or `name=number` pairs with a step counter "
-    "(Epoch:[1/1](120/9751), Reward: 0.1, ...)",
+    "(Epoch:[1/1](120/9751), Reward: 0.1, ...), or a step header with one pair a line under it "
+    "(NeMo RL's console)",
     "csv": "a metrics CSV: a header of names, a row per log (a W&B export, a metrics.csv)",
 }
 USER_REGEX = "regex:"
@@ -169,7 +170,7 @@ def _sniff_lines(lines: list[str], head: str, objects: list[str] | None = None) 
             continue
         if fmt:
             return fmt
-    if any(_text.find_dict(_verl.ANSI.sub("", ln)) for ln in lines if "{'" in ln):
+    if any(_text.metrics_dict(_verl.ANSI.sub("", ln)) for ln in lines if "{'" in ln):
         return "python-dicts"
     if any("{" in ln for ln in lines) and _text.sniff_wrapped_dicts(head.splitlines()[:4000]):
         return "python-dicts"
@@ -438,10 +439,17 @@ DOC_NAMES = re.compile(
 )
 
 
+# a file without a suffix that names a log (`rl_loop_logs`, `train_log`, `stdout`, `nohup`):
+# a job's captured output saved as it came
+LOG_STEM = re.compile(r"log|stdout|stderr|output|console|nohup", re.IGNORECASE)
+
+
 def is_log_name(p: Path) -> bool:
     """A file a folder's walk takes for a log, by its name (its content is sniffed later)."""
-    if p.suffix in (".md", ".html", ".txt", ".ipynb") and DOC_NAMES.match(p.name):
+    if p.suffix in (".md", ".html", ".txt", ".ipynb", "") and DOC_NAMES.match(p.name):
         return False
+    if not p.suffix:
+        return bool(LOG_STEM.search(p.name)) and not p.name.startswith(".")
     return p.suffix in LOG_SUFFIXES or p.name.endswith(".log.txt")
 
 

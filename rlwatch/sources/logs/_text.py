@@ -24,8 +24,10 @@ from rlwatch.sources.logs._verl import ANSI, literal_dict
 
 # -- transformers / TRL printed dicts ------------------------------------------------------
 DICT_START = re.compile(r"\{'[^'\n]{1,200}': ")
-# `Updated tokens: {...}`, `cfg = {...}`, `f(x, {...}`, DeepSpeed's `aio_config ...... {...}`
-NOT_METRICS = re.compile(r"(?:[\w)\]]:\s+|=\s*|[(,]\s*|\.{3,}\s*)$")
+# `Updated tokens: {...}`, `cfg = {...}`, `f(x, {...}`, DeepSpeed's `aio_config ...... {...}`, and
+# ` 'loss_fn': {...}`: a section of a configuration pretty-printed over lines (NeMo RL's `Final
+# config:`), the value of a key of a dict opened on a line before
+NOT_METRICS = re.compile(r"(?:[\w)\]']:\s+|=\s*|[(,]\s*|\.{3,}\s*)$")
 
 
 def _dict_start(line: str) -> int:
@@ -48,6 +50,14 @@ def find_dict(line: str) -> str | None:
         return None
     end = line.rfind("}")
     return line[start : end + 1] if end > start else None
+
+
+def metrics_dict(line: str) -> bool:
+    """Whether a console line holds a printed dict with a number (a log, not a stray piece of
+    a pretty-printed configuration such as `{'milestones': [50]}],`)."""
+    body = find_dict(line)
+    d = literal_dict(body) if body is not None else None
+    return d is not None and any(_numberish(v) for k, v in d.items() if k != "step")
 
 
 # the opening of a printed dict cut by the end of a line: `{`, `{'los`, `{'loss'`, `{'loss':`
@@ -645,11 +655,32 @@ SPACED = re.compile(
     re.I,
 )
 COUNTER_NAMES = {"step", "global_step", "globalstep", "iter", "iteration"}
+RATE = re.compile(r"[ \t]{0,4}[A-Za-z]{1,16}/s\b")  # after a number: `toks/s`, `it/s`
+SOURCE_FILE = re.compile(r"\.(?:py|pyx|c|cc|cpp|cu|h|hpp|rs|go|js|ts|java)$")
+RAY_PREFIX = re.compile(r"\([\w.\[\]=-]{1,80} pid=\d{1,10}(?:, ip=[\d.:a-fA-F]{1,64})?\)")
 # a line that is one `words: number` pair (no counter): the step before's trailer
 TRAILER = re.compile(
     rf"^[ \t]{{0,16}}([A-Za-z][A-Za-z_ ]{{0,60}}[A-Za-z]){SP}[:=]{SP}({NUM})[ \t]*$"
 )
 EPOCH = re.compile(rf"epoch{SP}(?:[:=]{SP})?(?:\[{SP})?(\d+)\s*/\s*\d+", re.I)
+# a block's header: a line that is a step counter and decoration only (NeMo RL's `=====
+# Step 3/100 =====`, `Step 12:`, `--- iteration 7 ---`); what is left once the counter and any
+# `/total` are taken out holds no digit and no letter but an `epoch N` label's
+HEADER_REST = re.compile(r"^[\s=\-#*~_|:.,;()\[\]<>]*$")
+# a line of a block: one `Name: number` pair, a bullet before it, a unit and a note after it
+# (`  • Total step time: 45.67s`, `  • generation: 20.10s (50.0%)`, `  loss = 0.31`)
+BLOCK_PAIR = re.compile(
+    r"^[ \t]{0,32}(?:[\u2022\u00b7*>|+-][ \t]{0,8})?"
+    r"([A-Za-z][\w ./@-]{0,80}?(?:\([\w /.@%-]{0,40}\))?)[ \t]{0,16}[:=][ \t]{0,64}"
+    r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf))"
+    r"[ \t]{0,4}(%|[A-Za-z]{1,8}(?:/[A-Za-z]{1,8})?)?(?:[ \t]{0,16}\([^()\n]{0,64}\))?[ \t]*$",
+    re.I,
+)
+MAX_BLOCK = 4000  # lines of a block read after its header (a few hundred lines of vLLM's
+# progress and samples come between NeMo RL's header and its results)
+# a section's title in a block: `📊 Validation Results:`, `⏱️  Timing:` (words and a colon)
+SECTION = re.compile(r"^[^\w\n]{0,16}([A-Za-z][A-Za-z ]{0,60}):[ \t]*$")
+EVAL_SECTION = re.compile(r"valid|\beval|\btest", re.I)
 EPISODE = re.compile(rf"(?:episode|epoch){SP}(?:[:=]{SP})?(?:\[{SP})?(\d+)\s*/\s*\d+", re.I)
 
 
@@ -665,6 +696,11 @@ class KeyValues:
     def __init__(self, cols: Cols):
         self.cols = cols
         self.last: int | None = None  # the step of the line before, if it had a counter
+        self.block: int | None = None  # the step of the last header line (block mode)
+        self.block_lines = 0  # lines read since that header
+        self.on_bar = False  # the last counted line was a progress bar's
+        self.section = ""  # the prefix of the block's section (`validation/` under a title
+        # naming validation, evaluation or a test)
         # a tqdm bar with the logs as its postfix: the count of its last redraw, and whether
         # the logs lead the count (set_postfix, then update: the first logs are drawn at 0)
         self.bar: int | None = None
@@ -674,8 +710,13 @@ class KeyValues:
         if "\x1b" in text:
             text = ANSI.sub("", text)
         for line in _redraws(text):
-            if not self.line(line) and self.last is not None:
+            if self.line(line):
+                if not self.on_bar:
+                    self.block = None  # a counted line of pairs ends a block, not a bar's redraw
+            elif self.last is not None:
                 self.trailer(line)
+            elif self.block is not None:
+                self.block_line(line)
 
     def trailer(self, line: str) -> None:
         """`average reward score: -0.06` on the line right after a counted line (DeepSpeed-Chat
@@ -687,6 +728,46 @@ class KeyValues:
             if x is not None:
                 self.cols.add(step, "_".join(m.group(1).lower().split()), x)
 
+    def block_line(self, line: str) -> int:
+        """A line after a block's header (`========== Step 3/100 ==========`): one `Name:
+        number` pair (a bullet before it, a unit or a note after it) read at the header's step,
+        as NeMo RL prints a step's results, one per line; the number of values read."""
+        self.block_lines += 1
+        if self.block_lines > MAX_BLOCK or len(line) > 400:
+            if self.block_lines > MAX_BLOCK:
+                self.block = None
+            return 0
+        m = BLOCK_PAIR.match(line)
+        if m is None or self.block is None:
+            t = SECTION.match(line)
+            if t is not None:  # `📊 Validation Results:`: its pairs are validation metrics
+                self.section = "validation/" if EVAL_SECTION.search(t.group(1)) else ""
+            return 0
+        name, num, unit = m.groups()
+        key = self.section + "_".join(name.lower().split())
+        if key in COUNTER_NAMES or key == "epoch":
+            return 0
+        x = self.cols.value(key, num)
+        if x is None:
+            return 0
+        self.cols.add(self.block, key, x / 100 if unit == "%" else x)
+        return 1
+
+    def header(self, line: str, found: re.Match[str]) -> bool:
+        """Whether a counted line is a block's header (the counter and decoration only); if
+        so its step opens a block."""
+        if len(line) > 200:
+            return False
+        rest = line[: found.start()] + " " + line[found.end() :]
+        rest = re.sub(r"/\s*\d+|\b(?:step|iter(?:ation)?|global[_ ]?step)\b", " ", rest, flags=re.I)
+        if not HEADER_REST.match(rest):
+            return False
+        step = self.cols.step_text(found.group(1))
+        if step is None:
+            return False
+        self.block, self.block_lines, self.section = step, 0, ""
+        return True
+
     def line(self, line: str) -> bool:
         found = None
         for pat in COUNTERS:
@@ -695,7 +776,15 @@ class KeyValues:
                 break
         if found is None:
             return False
-        found_pairs = PAIR.findall(line)
+        if "pid=" in line:  # Ray's `(VllmGenerationWorker pid=588925, ip=10.0.0.1)` prefix
+            line = RAY_PREFIX.sub("", line)
+        # a rate a progress bar shows (vLLM's `est. speed input: 123.01 toks/s`) is no metric,
+        # nor a source location (`layernorm.py:282` in a warning)
+        found_pairs = [
+            m.groups()
+            for m in PAIR.finditer(line)
+            if not RATE.match(line, m.end()) and not SOURCE_FILE.search(m.group(1))
+        ]
         if not found_pairs and not SPACED.sub("", line).strip(" \t|,;"):
             found_pairs = SPACED.findall(line)
         pairs = [
@@ -703,7 +792,16 @@ class KeyValues:
             for k, v, pct in found_pairs
             if k.lower() not in COUNTER_NAMES and k.lower() != "epoch"
         ]
+        self.on_bar = found.re is BAR_COUNTER
         if len(pairs) < 2:
+            # a block's header opens a block; a line naming a later step closes the open one
+            # (NeMo RL's `Starting validation at step 10...` inside step 10's block leaves it,
+            # as do a progress bar, vLLM's drawn before the results, and a bracketed index
+            # such as torch's `[0/8]` in a recompilation warning)
+            if found.re is not BAR_COUNTER and not (not pairs and self.header(line, found)):
+                later = self.cols.step_text(found.group(1))
+                if self.block is not None and later is not None and later > self.block:
+                    self.block = None
             return False
         if found.re is BAR_COUNTER and self._postfix_redraw(int(found.group(1))):
             return True  # the logs of the next step, drawn at this count: read at the next
@@ -753,9 +851,23 @@ def _redraws(text: str) -> Iterator[str]:
 
 
 def sniff_kv(lines_: list[str]) -> bool:
+    """Lines with a step counter and pairs, or blocks: two headers each followed by at least
+    two `Name: number` lines."""
     probe = KeyValues(Cols())
-    hits = sum(1 for ln in lines_[:2000] if probe.line(ANSI.sub("", ln)))
-    return hits >= 2 or (hits == 1 and len(lines_) <= 2)
+    hits = blocks = in_block = 0
+    for ln in lines_[:2000]:
+        ln = ANSI.sub("", ln)
+        if probe.line(ln):
+            hits += 1
+            probe.block = None
+            continue
+        if probe.block is not None and probe.block_lines == 0 and in_block:
+            in_block = 0  # a new header: the one before had too few
+        if probe.block is not None:
+            in_block += probe.block_line(ln)
+            if in_block == 2:
+                blocks += 1
+    return hits >= 2 or (hits == 1 and len(lines_) <= 2) or (hits == 0 and blocks >= 2)
 
 
 # -- --log-format 'regex:...' --------------------------------------------------------------
