@@ -656,7 +656,7 @@ SPACED = re.compile(
 )
 COUNTER_NAMES = {"step", "global_step", "globalstep", "iter", "iteration"}
 RATE = re.compile(r"[ \t]{0,4}[A-Za-z]{1,16}/s\b")  # after a number: `toks/s`, `it/s`
-SOURCE_FILE = re.compile(r"\.(?:py|pyx|c|cc|cpp|cu|h|hpp|rs|go|js|ts|java)$")
+SOURCE_SUFFIXES = (".py", ".pyx", ".c", ".cc", ".cpp", ".cu", ".h", ".hpp", ".rs", ".go", ".js")
 RAY_PREFIX = re.compile(r"\([\w.\[\]=-]{1,80} pid=\d{1,10}(?:, ip=[\d.:a-fA-F]{1,64})?\)")
 # a line that is one `words: number` pair (no counter): the step before's trailer
 TRAILER = re.compile(
@@ -778,13 +778,15 @@ class KeyValues:
             return False
         if "pid=" in line:  # Ray's `(VllmGenerationWorker pid=588925, ip=10.0.0.1)` prefix
             line = RAY_PREFIX.sub("", line)
+        found_pairs = PAIR.findall(line)
         # a rate a progress bar shows (vLLM's `est. speed input: 123.01 toks/s`) is no metric,
         # nor a source location (`layernorm.py:282` in a warning)
-        found_pairs = [
-            m.groups()
-            for m in PAIR.finditer(line)
-            if not RATE.match(line, m.end()) and not SOURCE_FILE.search(m.group(1))
-        ]
+        if "/s" in line or any(k.endswith(SOURCE_SUFFIXES) for k, _, _ in found_pairs):
+            found_pairs = [
+                m.groups()
+                for m in PAIR.finditer(line)
+                if not RATE.match(line, m.end()) and not m.group(1).endswith(SOURCE_SUFFIXES)
+            ]
         if not found_pairs and not SPACED.sub("", line).strip(" \t|,;"):
             found_pairs = SPACED.findall(line)
         pairs = [
