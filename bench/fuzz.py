@@ -56,6 +56,7 @@ KINDS = [
     "gh_table",
     "history_dump",
     "torchtune",
+    "nemo_blocks",
     "rules",
     "config",
     "pyproject",
@@ -239,6 +240,18 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
         for s in range(1, steps + 1)
     )
     seeds["torchtune"] = ("log_1732700000.txt", tune.encode())
+    # NeMo RL's console: a step header, then one `  • Name: number` a line (units, notes)
+    nemo = "Final config:\n{'grpo': {'max_num_steps': 50,\n          'seed': 42}}\n" + "".join(
+        f"\n{'=' * 25} Step {s}/{steps} {'=' * 25}\n"
+        "(VllmGenerationWorker pid=5889, ip=10.0.0.1) Processed prompts: 100%|##| 64/64 "
+        "[00:25<00:00, 2.47it/s, est. speed input: 280.26 toks/s, output: 1551.36 toks/s]\n"
+        f"\n📊 Training Results:\n  • Loss: {0.02 - s / 1e4:.4f}\n"
+        f"  • Generation KL Error: 0.0006\n  • Avg Reward: {0.3 + s / 100:.4f}\n"
+        f"  • Mean Generation Length: {600 + s:.4f}\n\n⏱️  Timing:\n"
+        f"  • Total step time: {44 + s / 10:.2f}s\n  • generation: 32.82s (73.4%)\n"
+        for s in range(1, steps + 1)
+    )
+    seeds["nemo_blocks"] = ("grpo_console.log", nemo.encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])
