@@ -267,3 +267,23 @@ def test_a_capture_without_a_suffix_is_a_log_in_a_folder(tmp_path: Path) -> None
     assert frame.steps(info.name)[1:] == (1, 12)
     assert logs.is_log_name(Path("train_log")) and logs.is_log_name(Path("stdout"))
     assert not logs.is_log_name(Path("Makefile")) and not logs.is_log_name(Path(".gitlog"))
+
+
+def test_a_nemo_console_whose_first_step_comes_after_a_large_clusters_start_up(
+    tmp_path: Path,
+) -> None:
+    """Hundreds of workers each print their start-up before the first step: the first header
+    comes past the 256 KiB sniffed first and past the 2,000 lines of a later block the line
+    sniffers probe; the deep sniff probes the lines naming a step with the pair lines among
+    them."""
+    start = "".join(
+        f"(VllmGenerationWorker pid={4000 + i % 512}, ip=10.0.{i % 64}.1) INFO 02-26 03:55:44 "
+        f"[gpu_worker.py:142] worker {i}: model weights loaded, KV cache blocks allocated\n"
+        for i in range(12_000)
+    )
+    rewards = [0.3 + s / 100 for s in range(1, 21)]
+    p = tmp_path / "grpo.log"
+    p.write_text(start + _nemo(rewards))
+    assert len(start) > logs.HEAD + (1 << 20)
+    assert logs.sniff(p) == "kv-pairs"
+    assert _values(load(str(p)), "reward_mean") == pytest.approx(rewards)

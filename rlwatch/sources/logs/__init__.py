@@ -136,21 +136,28 @@ def sniff(path: Path, head: str | None = None) -> str:
 
 def _steppy_lines(block: str, limit: int = 2000) -> list[str]:
     """The first `limit` lines of a block with a step counter (the kv-pairs reader's own: `step
-    12`, `Step: 12`, `iter 12`): probed for `name: number` pairs deep in a console
-    (DeepSpeed-Chat's step lines after ten thousand lines of launcher output), past the 2,000
-    lines `_sniff_lines` probes."""
-    out: list[str] = []
+    12`, `Step: 12`, `iter 12`), in order with the lines of one `Name: number` pair among them
+    (a block's, as NeMo RL prints a step's results under its header): probed for pairs deep in
+    a console (DeepSpeed-Chat's step lines after ten thousand lines of launcher output, NeMo
+    RL's first step after a large cluster's start-up), past the 2,000 lines `_sniff_lines`
+    probes."""
+    found: list[tuple[int, int]] = []  # (start, end) of each line taken
     pos = 0
-    while len(out) < limit:
+    while len(found) < limit:
         m = _text.STEP_COUNTER.search(block, pos)
         if m is None:
             break
         start = block.rfind("\n", 0, m.start()) + 1
         end = block.find("\n", m.end())
         end = len(block) if end < 0 else end
-        out.append(block[start:end])
+        found.append((start, end))
         pos = end + 1  # the next line
-    return out
+    if found:  # the pair lines up to the last counter line taken (and a block after it)
+        stop = block.find("\n", found[-1][1] + 1, found[-1][1] + (64 << 10))
+        stop = len(block) if stop < 0 else stop
+        pairs = _text.BLOCK_LINES.finditer(block, 0, stop)
+        found += [(m.start(), m.end()) for _, m in zip(range(4 * limit), pairs, strict=False)]
+    return [block[a:b] for a, b in sorted(set(found))]
 
 
 # files sniffed deep in vain, by (device, inode) -> their size then: a growing file that is no

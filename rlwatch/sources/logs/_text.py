@@ -676,6 +676,8 @@ BLOCK_PAIR = re.compile(
     r"[ \t]{0,4}(%|[A-Za-z]{1,8}(?:/[A-Za-z]{1,8})?)?(?:[ \t]{0,16}\([^()\n]{0,64}\))?[ \t]*$",
     re.I,
 )
+# the same, found in a text of many lines (the deep sniff)
+BLOCK_LINES = re.compile(BLOCK_PAIR.pattern, re.I | re.M)
 MAX_BLOCK = 4000  # lines of a block read after its header (a few hundred lines of vLLM's
 # progress and samples come between NeMo RL's header and its results)
 # a section's title in a block: `📊 Validation Results:`, `⏱️  Timing:` (words and a colon)
