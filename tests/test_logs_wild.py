@@ -476,3 +476,77 @@ def test_a_csv_line_cut_inside_a_quoted_cell_is_no_row(tmp_path: Path) -> None:
     big.write_text('step,loss\n1,"' + "9" * 200_000 + '"\n2,0.5\n3,0.4\n4,0.3\n')
     frame = load_file(big)
     assert frame.data["step"].tolist() == [2, 3, 4]
+
+
+# -- a model card's "Training results" table ------------------------------------------------
+def _card(rows: list[tuple[float, float, float, float, float, float]]) -> str:
+    """A model card as transformers writes it at `push_to_hub` / `create_model_card` for a TRL
+    DPO run: front matter, prose, hyperparameters and the table of one row per evaluation
+    (`No log` before the first training log)."""
+    head = (
+        "---\nlibrary_name: transformers\ntags:\n- trl\n- dpo\n---\n\n# qwen-dpo\n\n"
+        "This model is a fine-tuned version of Qwen/Qwen2.5-0.5B-Instruct.\n"
+        "It achieves the following results on the evaluation set:\n- Loss: 0.5325\n\n"
+        "### Training hyperparameters\n\n- learning_rate: 5e-07\n- seed: 42\n\n"
+        "### Training results\n\n"
+        "| Training Loss | Epoch  | Step | Validation Loss | Rewards/chosen | Rewards/rejected |"
+        " Rewards/accuracies | Rewards/margins | Logps/rejected | Logps/chosen |\n"
+        "|:-------------:|:------:|:----:|:---------------:|:--------------:|:----------------:|"
+        ":------------------:|:---------------:|:--------------:|:------------:|\n"
+    )
+    body = ""
+    for i, (loss, val, chosen, rejected, acc, logp) in enumerate(rows, start=1):
+        train = "No log" if i == 1 else f"{loss:.4f}"
+        body += (
+            f"| {train} | {i / len(rows):.4f} | {50 * i} | {val:.4f} | {chosen:.4f} | "
+            f"{rejected:.4f} | {acc:.4f} | {chosen - rejected:.4f} | {logp - 20:.1f} | {logp:.1f} |\n"
+        )
+    return head + body + "\n### Framework versions\n\n- Transformers 4.44.2\n"
+
+
+def test_a_model_cards_training_results_table_is_read_row_by_evaluation(tmp_path: Path) -> None:
+    rows = [(0.69 - i / 100, 0.69 - i / 90, -i / 50, -i / 20, 0.6 + i / 100, -280.0 - i) for i in range(10)]  # fmt: skip
+    p = tmp_path / "card.md"
+    p.write_text(_card(rows))
+    assert logs.sniff(p) == "notebook-table"
+    frame = load(str(p))
+    (info,) = frame.runs.values()
+    assert frame.steps(info.name)[1:] == (50, 500)
+    assert _values(frame, "loss") == pytest.approx([r[0] for r in rows[1:]])  # `No log` left out
+    assert _values(frame, "eval_loss") == pytest.approx([round(r[1], 4) for r in rows])
+    # the held-out DPO columns stand for the training ones the card does not have
+    assert info.metrics["dpo_accuracy"] == "eval_rewards/accuracies"
+    assert _values(frame, "dpo_logps_chosen") == pytest.approx([r[5] for r in rows])
+    assert "epoch" in set(frame.data["metric"].astype(str))  # the epoch, not an evaluation's
+
+
+def test_a_model_card_of_a_collapsed_dpo_run_fails_the_gate(tmp_path: Path) -> None:
+    """A destructive learning rate: the held-out chosen log-prob falls 600 nats, its implicit
+    reward to -15 and the pairs end ranked the wrong way."""
+    rows = [
+        (0.69, 0.69 + i / 10, -1.5 * i, -1.5 * i + (0.2 if i < 4 else -0.3), 0.7 - i / 25, -280.0 - 60 * i)
+        for i in range(11)
+    ]  # fmt: skip
+    run = tmp_path / "qwen-dpo-lr1e-4"
+    run.mkdir()
+    (run / "README.md").write_text(_card(rows))
+    (tmp_path / "README.md").write_text("# experiments\n\nstep 1 loss: 0.5 reward: 0.2\n")
+    from typer.testing import CliRunner
+
+    from rlwatch.cli.app import app
+
+    r = CliRunner().invoke(app, ["diagnose", str(tmp_path), "--format", "json"])
+    assert r.exit_code == 1, r.output
+    report = json.loads(r.stdout)
+    assert {v["run"] for v in report["verdicts"]} == {"qwen-dpo-lr1e-4"}
+    failing = {v["name"].split(".")[0] for v in report["verdicts"] if v.get("failing")}
+    assert "preference" in failing
+
+
+def test_a_project_readme_is_still_no_run(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text(
+        "# notes\n\n| Step | Training Loss |\n|---|---|\n| 1 | 0.5 |\n| 2 | 0.4 |\n| 3 | 0.3 |\n"
+    )
+    assert not logs.is_log_name(tmp_path / "README.md")
+    (tmp_path / "MODEL.md").write_text("x")
+    assert logs.is_log_name(tmp_path / "MODEL.md")

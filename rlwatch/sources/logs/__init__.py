@@ -452,12 +452,28 @@ LOG_STEM = re.compile(r"log|stdout|stderr|output|console|nohup", re.IGNORECASE)
 
 
 def is_log_name(p: Path) -> bool:
-    """A file a folder's walk takes for a log, by its name (its content is sniffed later)."""
+    """A file a folder's walk takes for a log, by its name (its content is sniffed later); a
+    model card (`README.md` of a trained model) by the training results table in its head."""
     if p.suffix in (".md", ".html", ".txt", ".ipynb", "") and DOC_NAMES.match(p.name):
-        return False
+        return p.suffix == ".md" and _model_card(p)
     if not p.suffix:
         return bool(LOG_STEM.search(p.name)) and not p.name.startswith(".")
     return p.suffix in LOG_SUFFIXES or p.name.endswith(".log.txt")
+
+
+def _model_card(p: Path) -> bool:
+    """Whether a Markdown document holds transformers' model-card table of training results
+    (`| Training Loss | Epoch | Step | Validation Loss | ...`) in its first 256 KiB."""
+    try:
+        with open(p, "rb") as f:
+            head = f.read(HEAD).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return "| Training Loss" in head and any(
+        _text._cells(ln)[:3] == _text.MODEL_CARD
+        for ln in head.splitlines()
+        if "Training Loss" in ln
+    )
 
 
 def log_files(directory: Path) -> list[Path]:

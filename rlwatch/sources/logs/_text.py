@@ -507,10 +507,15 @@ class _Tables(HTMLParser):
 FIRST_COLUMNS = ("Step", "Epoch")
 
 
+# the "Training results" table transformers writes into a model card (`README.md` of an output
+# folder or a Hub repository): one row per evaluation, `No log` before the first training log
+MODEL_CARD = ["Training Loss", "Epoch", "Step"]
+
+
 def _header(line: str) -> bool:
-    return "Training Loss" in line and _cells(line)[:2] in (
-        ["Step", "Training Loss"],
-        ["Epoch", "Training Loss"],
+    return "Training Loss" in line and (
+        _cells(line)[:2] in (["Step", "Training Loss"], ["Epoch", "Training Loss"])
+        or _cells(line)[:3] == MODEL_CARD
     )
 
 
@@ -545,7 +550,8 @@ def notebook_tables(text: str) -> list[list[list[str]]]:
         if not tables:
             continue
         cells = _cells(line)
-        if len(cells) == len(tables[-1][0]) and cells[0].replace(".", "", 1).isdigit():
+        at = 2 if tables[-1][0][:3] == MODEL_CARD else 0  # the step's column
+        if len(cells) == len(tables[-1][0]) and cells[at].replace(".", "", 1).isdigit():
             tables[-1].append(cells)
     return tables
 
@@ -593,19 +599,22 @@ def read_notebook(text: str, cols: Cols, path: str) -> None:
     if not rows:
         return
     header, body = rows[0], rows[1:]
-    keys = [column_key(h) for h in header[1:]]
+    at = header.index("Step") if header[:3] == MODEL_CARD else 0  # the step's column
+    keys = ["epoch" if h == "Epoch" and at else column_key(h) for h in header]
     if header[0] == "Epoch":
         cols.facts["steps"] = "epochs (the table's first column)"
+    if at:
+        cols.facts["table"] = "a model card's training results (a row per evaluation)"
     for row in body:
         try:
-            step = cols.step(float(row[0]))
-        except ValueError:
+            step = cols.step(float(row[at]))
+        except (ValueError, IndexError):
             cols.skip("table rows without a step")
             continue
         if step is None:
             continue
-        for key, cell in zip(keys, row[1:], strict=False):
-            if cell in ("No log", "", "-"):
+        for i, (key, cell) in enumerate(zip(keys, row, strict=False)):
+            if i == at or cell in ("No log", "", "-"):
                 continue
             x = cols.value(key, cell)
             if x is not None:
