@@ -4,6 +4,7 @@ directly; bounded failure for unreachable servers and wrong ids."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -186,6 +187,37 @@ def test_a_local_sqlite_store_without_a_server(tmp_path: Path) -> None:
     delta = follower.poll().data
     assert delta["step"].tolist() == [60]
     assert info.address.startswith("sqlite:///")
+
+
+def test_an_mlruns_folder_is_read_as_a_folder_of_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repository commits the client's file store (`mlruns/<experiment>/<run id>/metrics/..`):
+    a folder target finds each run in it, names it by its run name and gates on it, with no
+    `mlflow:` reference and no tracking URI; a damaged line of a metric file is counted in a
+    warning, the others read."""
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # the client keeps writing it
+    store = tmp_path / "repo" / "mlruns"
+    uri = store.as_uri()
+    good = log_run(uri, "grpo", "healthy")
+    bad = log_run(uri, "grpo", "collapse", broken=True)
+    r = runner.invoke(app, ["diagnose", str(tmp_path / "repo"), "--format", "json"])
+    assert r.exit_code == 1, r.output
+    report = json.loads(r.stdout)
+    failing = {v["run"] for v in report["verdicts"] if v.get("failing")}
+    assert failing == {"collapse"}
+    assert {v["run"] for v in report["verdicts"]} == {"healthy", "collapse"}
+    run_dir = next(store.glob(f"*/{good}"))
+    r = runner.invoke(app, ["diagnose", str(run_dir)])
+    assert r.exit_code == 0, r.output
+    with open(run_dir / "metrics" / "critic" / "score" / "mean", "a") as fh:
+        fh.write("17000000000 0.5\x00garbage 61\n")
+    frame = load(str(run_dir))
+    (info,) = frame.runs.values()
+    assert info.name == "healthy" and info.source == "mlflow"
+    assert any("1 line(s) not `timestamp value step`" in w for w in info.warnings)
+    assert len(frame.data) == 60 * 5
+    assert bad != good
 
 
 def test_a_sqlite_file_that_is_not_an_mlflow_store(tmp_path: Path) -> None:

@@ -64,6 +64,7 @@ class Found:
 
     name: str
     kind: str  # "tensorboard" | "wandb" | "swanlab" | "trackio" (a project: many runs) | "log"
+    # | "mlflow" (a run folder of a file store)
     paths: list[Path]
     address: str
     log_format: str | None = None
@@ -105,6 +106,11 @@ class Found:
             from rlwatch.sources import swanlab
 
             frame = swanlab.load_file(self.paths[0])
+        elif self.kind == "mlflow":  # a file store's run folder: <store>/<experiment>/<run id>
+            from rlwatch.sources import mlflow_source
+
+            run = self.paths[0]
+            frame = mlflow_source.load(run.name, str(run.parent.parent))
         elif self.kind == "trackio":
             from rlwatch.sources import trackio
 
@@ -361,6 +367,14 @@ def discover(target: str | os.PathLike[str], log_format: str | None = None) -> D
                 out.runs.append(Found(name, kind, [w], str(w), own_name=own))
                 claimed.append(d)
                 in_claimed = True
+        if (
+            not in_claimed
+            and os.path.join(d, "metrics") in subdirs
+            and os.path.isfile(os.path.join(d, "meta.yaml"))
+        ):  # a run of an MLflow file store (mlruns/<experiment>/<run>/), as a repo commits it
+            out.runs.append(Found(_rel(d, root, root_name), "mlflow", [Path(d)], d, own_name=True))
+            claimed.append(d)
+            in_claimed = True
         if not in_claimed and os.path.join(d, "logs") in subdirs:
             from rlwatch.sources import swanlab
 

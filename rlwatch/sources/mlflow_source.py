@@ -448,13 +448,23 @@ class _Files:
         for key in run.keys:
             after = _since(since, key)
             rows = []
-            for line in (d / "metrics" / key).read_text().splitlines():
+            bad = 0
+            for line in (d / "metrics" / key).read_text(errors="replace").splitlines():
                 parts = line.split()
                 if len(parts) < 2:
                     continue
-                step = int(parts[2]) if len(parts) > 2 else 0
+                try:
+                    step = int(parts[2]) if len(parts) > 2 else 0
+                    row = (step, float(parts[1]), int(parts[0]) / 1000.0)
+                except (ValueError, OverflowError):
+                    bad += 1  # a line cut or damaged: counted, the others read
+                    continue
                 if after is None or step > after:
-                    rows.append((step, float(parts[1]), int(parts[0]) / 1000.0))
+                    rows.append(row)
+            if bad:
+                run.warnings.append(
+                    f"{d / 'metrics' / key}: {bad} line(s) not `timestamp value step`, not read"
+                )
             out.append((key, _columns(rows)))
         return out
 
