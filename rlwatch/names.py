@@ -221,6 +221,31 @@ def _resolve(tags: tuple[str, ...], cat: Catalogue) -> Resolution:
                     res.scales[metric.name] = alias.scale
                 taken.add(hit)
                 break
+    # a custom trainer's capitalised name (`Reward: 0.1`, `Mean Reward: 0.06`, `KL: 0.01`): an
+    # alias in another case, once every key as written has had its turn (a name that two keys
+    # share in different cases says nothing)
+    folded: dict[str, str | None] = {}
+    for t in tags:
+        if t not in taken:
+            folded[t.lower()] = None if t.lower() in folded else t
+    if any(folded.values()):
+        for metric in cat.metrics.values():
+            if metric.name in res.canonical:
+                continue
+            ordered = sorted(metric.aliases, key=lambda a: a.framework != framework)
+            for alias in ordered:
+                if alias.pattern or (alias.own and alias.framework != framework):
+                    continue
+                hit = next(
+                    (h for f in _forms(alias.key) if (h := folded.get(f.lower())) is not None), None
+                )
+                if hit is not None and hit not in taken:
+                    res.canonical[metric.name] = hit
+                    res.metric_of[hit] = metric.name
+                    if alias.scale != 1.0:
+                        res.scales[metric.name] = alias.scale
+                    taken.add(hit)
+                    break
     canonical_names = set(cat.metrics)
     res.unmapped = sorted(t for t in tags if t not in taken)
     # a raw key that happens to equal a canonical name in use elsewhere keeps a marker

@@ -322,3 +322,19 @@ def test_an_own_alias_means_its_metric_only_in_its_frameworks_runs() -> None:
     assert "gen_time" not in r.canonical
     r = names.resolve(["loss", "generation", "generation_kl_error", "total_step_time"])
     assert r.framework == "nemo_rl" and r.canonical["gen_time"] == "generation"
+
+
+def test_a_capitalised_custom_name_maps_once_every_key_as_written_had_its_turn() -> None:
+    """A custom loop prints `Reward: 0.1` or `Mean Reward: 0.06` (read as `Reward`): an alias
+    in another case maps it; a key written in the alias's own case wins over it, and a name
+    two keys share in different cases maps neither."""
+    r = names.resolve(["Reward", "KL_ref", "Multiplier"])
+    assert r.canonical["reward_mean"] == "Reward"
+    assert "Multiplier" in r.unmapped
+    r = names.resolve(["Reward", "reward", "loss"])
+    assert r.canonical["reward_mean"] == "reward"
+    r = names.resolve(["Entropy", "ENTROPY", "loss"])
+    assert "entropy" not in r.canonical
+    # an own alias stays its framework's, whatever the case
+    r = names.resolve(["Rewards", "Loss"])
+    assert "reward_mean" not in r.canonical and r.canonical["loss"] == "Loss"
