@@ -194,6 +194,15 @@ def resolve(tags: list[str], cat: Catalogue | None = None) -> Resolution:
     )
 
 
+def _take(res: Resolution, taken: set[str], metric: str, alias: Alias, hit: str) -> None:
+    """Raw key `hit` is canonical `metric` (through `alias`, whose scale it takes)."""
+    res.canonical[metric] = hit
+    res.metric_of[hit] = metric
+    if alias.scale != 1.0:
+        res.scales[metric] = alias.scale
+    taken.add(hit)
+
+
 @cache
 def _resolve(tags: tuple[str, ...], cat: Catalogue) -> Resolution:
     """Map a run's raw tags to canonical metrics; the detected framework's keys come first.
@@ -215,11 +224,7 @@ def _resolve(tags: tuple[str, ...], cat: Catalogue) -> Resolution:
                 continue
             hit = next((t for t in m.find(alias.key) if t not in taken), None)
             if hit is not None:
-                res.canonical[metric.name] = hit
-                res.metric_of[hit] = metric.name
-                if alias.scale != 1.0:
-                    res.scales[metric.name] = alias.scale
-                taken.add(hit)
+                _take(res, taken, metric.name, alias, hit)
                 break
     # a custom trainer's capitalised name (`Reward: 0.1`, `Mean Reward: 0.06`, `KL: 0.01`): an
     # alias in another case, once every key as written has had its turn (a name that two keys
@@ -240,11 +245,7 @@ def _resolve(tags: tuple[str, ...], cat: Catalogue) -> Resolution:
                     (h for f in _forms(alias.key) if (h := folded.get(f.lower())) is not None), None
                 )
                 if hit is not None and hit not in taken:
-                    res.canonical[metric.name] = hit
-                    res.metric_of[hit] = metric.name
-                    if alias.scale != 1.0:
-                        res.scales[metric.name] = alias.scale
-                    taken.add(hit)
+                    _take(res, taken, metric.name, alias, hit)
                     break
     canonical_names = set(cat.metrics)
     res.unmapped = sorted(t for t in tags if t not in taken)

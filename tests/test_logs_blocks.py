@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import json
 import math
-import random
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from rlwatch.cli.app import app
-from rlwatch.engine.rules import load_rules
 from rlwatch.errors import SourceError
-from rlwatch.live import Watch
 from rlwatch.sources import load, logs
 
 
@@ -181,32 +178,19 @@ def test_a_header_line_is_only_a_counter_and_decoration(tmp_path: Path) -> None:
 def test_tail_of_a_block_console_written_in_bursts_agrees_with_diagnose(
     tmp_path: Path, seed: int
 ) -> None:
-    rng = random.Random(seed)
+    from test_tail_parity import _episodes, _replay
+
     noise = [0.02 * math.sin(s * 1.7) for s in range(60)]
-    data = _nemo([(0.6 if s < 25 else 0.05) + noise[s] for s in range(60)]).encode()
-    run = tmp_path / "run"
+    src, run = tmp_path / "src", tmp_path / "run"
+    src.mkdir()
     run.mkdir()
-    out = run / "grpo.log"
-    watch = Watch([str(run)], load_rules(), stale_after=1e9, stall_floor=1e9)
-    at = 0
-    while at < len(data):
-        n = rng.choice([1, 7, 100, 1000, 10_000])
-        with open(out, "ab") as fh:
-            fh.write(data[at : at + n])
-        at += n
-        if rng.random() < 0.7:
-            watch.poll()
-    watch.poll()
-    tail = sorted((v.code, e.first_step, e.last_step) for v in watch.verdicts() for e in v.episodes)
+    (src / "grpo.log").write_text(_nemo([(0.6 if s < 25 else 0.05) + noise[s] for s in range(60)]))
+    watch = _replay(src, run, seed)
+    tail = _episodes([v.to_dict() for v in watch.verdicts()])
     r = CliRunner().invoke(app, ["diagnose", str(run), "--format", "json", "--exit-zero"])
     assert r.exit_code == 0, r.output
-    diagnose = sorted(
-        (v["code"], e["first_step"], e["last_step"])
-        for v in json.loads(r.stdout)["verdicts"]
-        for e in v["episodes"]
-    )
-    assert tail == diagnose
-    assert any(code == "RW01" for code, _, _ in tail)
+    assert tail == _episodes(json.loads(r.stdout)["verdicts"])
+    assert any(code == "RW01" for _, code, _, _ in tail)
 
 
 def test_the_nemo_console_head_is_no_log_of_its_own(tmp_path: Path) -> None:
