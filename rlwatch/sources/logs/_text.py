@@ -676,6 +676,7 @@ EPOCH = re.compile(rf"epoch{SP}(?:[:=]{SP})?(?:\[{SP})?(\d+)\s*/\s*\d+", re.I)
 # Step 3/100 =====`, `Step 12:`, `--- iteration 7 ---`); what is left once the counter and any
 # `/total` are taken out holds no digit and no letter but an `epoch N` label's
 HEADER_REST = re.compile(r"^[\s=\-#*~_|:.,;()\[\]<>]*$")
+HEADER_WORDS = re.compile(r"/\s*\d+|\b(?:step|iter(?:ation)?|global[_ ]?step)\b", re.I)
 # a line of a block: one `Name: number` pair, a bullet before it, a unit and a note after it
 # (`  • Total step time: 45.67s`, `  • generation: 20.10s (50.0%)`, `  loss = 0.31`)
 BLOCK_PAIR = re.compile(
@@ -770,7 +771,7 @@ class KeyValues:
         if len(line) > 200:
             return False
         rest = line[: found.start()] + " " + line[found.end() :]
-        rest = re.sub(r"/\s*\d+|\b(?:step|iter(?:ation)?|global[_ ]?step)\b", " ", rest, flags=re.I)
+        rest = HEADER_WORDS.sub(" ", rest)
         if not HEADER_REST.match(rest):
             return False
         step = self.cols.step_text(found.group(1))
@@ -872,7 +873,8 @@ def sniff_kv(lines_: list[str]) -> bool:
         ln = ANSI.sub("", ln)
         if probe.line(ln):
             hits += 1
-            probe.block = None
+            if not probe.on_bar:  # as the reader: a bar's redraw leaves a block open
+                probe.block = None
             continue
         if probe.block is not None and probe.block_lines == 0 and in_block:
             in_block = 0  # a new header: the one before had too few
