@@ -550,3 +550,14 @@ def test_a_project_readme_is_still_no_run(tmp_path: Path) -> None:
     assert not logs.is_log_name(tmp_path / "README.md")
     (tmp_path / "MODEL.md").write_text("x")
     assert logs.is_log_name(tmp_path / "MODEL.md")
+
+
+def test_a_model_card_cut_mid_row_reads_its_whole_rows_and_says_so(tmp_path: Path) -> None:
+    rows = [(0.69 - i / 100, 0.69 - i / 90, -i / 50, -i / 20, 0.6 + i / 100, -280.0 - i) for i in range(10)]  # fmt: skip
+    card = _card(rows)
+    p = tmp_path / "card.md"
+    p.write_text(card[: card.index("| 450 |") + 30])  # the file ends inside the row of step 450
+    frame = load(str(p))
+    (info,) = frame.runs.values()
+    assert frame.steps(info.name)[1:] == (50, 400)
+    assert any("cut short at the end of the file" in w for w in info.warnings)

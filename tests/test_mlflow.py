@@ -218,6 +218,15 @@ def test_an_mlruns_folder_is_read_as_a_folder_of_runs(
     assert any("1 line(s) not `timestamp value step`" in w for w in info.warnings)
     assert len(frame.data) == 60 * 5
     assert bad != good
+    # a metric file still being written ends inside a line (`timestamp value` and no step yet):
+    # not read as step 0, said in a warning
+    with open(run_dir / "metrics" / "actor" / "entropy", "a") as fh:
+        fh.write("17000000000 0.9")
+    frame = load(str(run_dir))
+    (info,) = frame.runs.values()
+    assert any("last line incomplete" in w for w in info.warnings)
+    entropy = frame.data[frame.data["metric"].astype(str) == "entropy"]
+    assert len(entropy) == 60 and 0.9 not in entropy["value"].tolist()
 
 
 def test_a_sqlite_file_that_is_not_an_mlflow_store(tmp_path: Path) -> None:

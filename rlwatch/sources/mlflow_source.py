@@ -449,7 +449,14 @@ class _Files:
             after = _since(since, key)
             rows = []
             bad = 0
-            for line in (d / "metrics" / key).read_text(errors="replace").splitlines():
+            text = (d / "metrics" / key).read_text(errors="replace")
+            cut = bool(text) and not text.endswith("\n")  # a line still being written
+            if cut:
+                text = text[: text.rfind("\n") + 1]
+                run.warnings.append(
+                    f"{d / 'metrics' / key}: last line incomplete, not read (still being written?)"
+                )
+            for line in text.splitlines():
                 parts = line.split()
                 if len(parts) < 2:
                     continue

@@ -599,6 +599,9 @@ def read_notebook(text: str, cols: Cols, path: str) -> None:
     if not rows:
         return
     header, body = rows[0], rows[1:]
+    last = text.rstrip("\r\n ").rsplit("\n", 1)[-1].strip()
+    if not text.endswith("\n") and last.startswith("|") and len(_cells(last)) != len(header):
+        cols.skip("table rows cut short at the end of the file (still being written?)")
     at = header.index("Step") if header[:3] == MODEL_CARD else 0  # the step's column
     keys = ["epoch" if h == "Epoch" and at else column_key(h) for h in header]
     if header[0] == "Epoch":
