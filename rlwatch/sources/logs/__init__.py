@@ -463,17 +463,29 @@ def is_log_name(p: Path) -> bool:
 
 def _model_card(p: Path) -> bool:
     """Whether a Markdown document holds transformers' model-card table of training results
-    (`| Training Loss | Epoch | Step | Validation Loss | ...`) in its first 256 KiB."""
+    (`| Training Loss | Epoch | Step | Validation Loss | ...`) in its first 256 KiB; asked once
+    per version of the file (`tail` walks its folders at every poll)."""
     try:
+        st = os.stat(p)
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if key in _CARDS:
+            return _CARDS[key]
         with open(p, "rb") as f:
             head = f.read(HEAD).decode("utf-8", "replace")
     except OSError:
         return False
-    return "| Training Loss" in head and any(
+    card = "| Training Loss" in head and any(
         _text._cells(ln)[:3] == _text.MODEL_CARD
         for ln in head.splitlines()
         if "Training Loss" in ln
     )
+    if len(_CARDS) > 4096:
+        _CARDS.clear()
+    _CARDS[key] = card
+    return card
+
+
+_CARDS: dict[tuple[int, int, int, int], bool] = {}
 
 
 def log_files(directory: Path) -> list[Path]:
