@@ -73,6 +73,56 @@ def test_transformers_console_with_every_float_printed_as_a_string(tmp_path: Pat
     assert info.hparams["summary/train_runtime"] == 12.5
 
 
+def test_a_second_training_in_the_same_console_is_a_restart(tmp_path: Path) -> None:
+    """A notebook's output (or a log) holding two calls of train(), each ended by its summary,
+    printed by transformers' PrinterCallback with no step in the dicts: the second training's
+    logs count from 1 again, a restart whose rows replace the first's (read as one run of
+    ordinals 1..7 before, its first log was the first training's continuation). `tail`, fed
+    the file in random bursts, keeps the same rows."""
+    import random
+
+    from transformers import TrainingArguments
+    from transformers.trainer_callback import PrinterCallback, TrainerControl, TrainerState
+
+    from rlwatch.api import load_rules
+    from rlwatch.live import Watch
+
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), report_to=[])
+    state, control = TrainerState(), TrainerControl()
+    out = io.StringIO()
+    with redirect_stdout(out):
+        for losses in ([0.69, 0.6, 0.5, 0.4], [0.7, 0.3, 0.2]):
+            for i, loss in enumerate(losses, 1):
+                logs_ = {"loss": loss, "rewards/margins": i / 10, "epoch": i / len(losses)}
+                PrinterCallback().on_log(args, state, control, logs=logs_)
+            summary = {"train_runtime": 10.0, "train_loss": 0.5, "epoch": 1.0}
+            PrinterCallback().on_log(args, state, control, logs=summary)
+    text = out.getvalue()
+    assert text.count("'train_runtime'") == 2 and "'step'" not in text
+    f = tmp_path / "console.log"
+    f.write_text(text)
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    rows = _rows(frame)
+    assert [rows[("loss", s)] for s in (1, 2, 3)] == [0.7, 0.3, 0.2]
+    assert frame.segment_starts(info.name) == [1]
+    assert rows[("loss", 4)] == 0.4  # the first training's last log: no later write of it
+    live = tmp_path / "live"
+    live.mkdir()
+    watch = Watch([str(live)], load_rules(), keep_rows=True)
+    rng = random.Random(3)
+    at = 0
+    while at < len(text):
+        n = rng.choice([1, 7, 40, 200])
+        with open(live / "console.log", "a") as fh:
+            fh.write(text[at : at + n])
+        at += n
+        watch.poll()
+    watch.poll()
+    # the rows as the polls delivered them, each (tag, step)'s last write kept
+    assert {(r.tag, r.step): r.value for r in watch.rows().itertuples()} == rows
+
+
 def _progress_console(tmp_path: Path, every: int, steps: int, evals: bool = False) -> str:
     """A console as transformers' ProgressCallback writes it (tqdm's bar on stderr, each log
     printed by ``tqdm.write`` on stdout, both captured into one file like `> log 2>&1`): the

@@ -114,6 +114,7 @@ class PythonDicts:
         # too many dicts, or (a follower) too many rows handed out, or a failed renumbering
         self.keep_ordinals = False
         self.step_of: np.ndarray | None = None  # ordinal -> step, once renumbered
+        self.trained = False  # a summary printed since the last training log
         self.offset = 0  # rows a follower has handed out and cleared from `cols`
         # a dict without a step waits for the next line: tqdm's redrawn bar gives its step
         self.held: dict[str, Any] | None = None
@@ -203,7 +204,7 @@ class PythonDicts:
             cols.facts.update({f"summary/{k}": _fact(v) for k, v in d.items()})
             if self.summary is not None:  # a second training's summary
                 self.keep_ordinals = True
-            self.summary = d
+            self.summary, self.trained = d, True
             return
         if not any(_numberish(v) for k, v in d.items() if k != "step"):
             cols.skip("printed dicts without a number")
@@ -226,6 +227,13 @@ class PythonDicts:
         # an evaluation's dict is printed right after the training log of its step
         evaluation = bool(self.ordinal) and _eval_only(d)
         if not evaluation:
+            if self.trained and self.step_of is None:
+                # a training log after a training's summary: train() called again (a
+                # notebook's next experiment, a job run twice into one log). Its logs count
+                # from 1 again: a restart, whose writes replace the last training's, as a
+                # bar's do when it starts again
+                self.ordinal = 0
+            self.trained = False
             self.ordinal += 1
             if self.summary is not None:
                 self.keep_ordinals = True
