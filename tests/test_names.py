@@ -338,3 +338,27 @@ def test_a_capitalised_custom_name_maps_once_every_key_as_written_had_its_turn()
     # an own alias stays its framework's, whatever the case
     r = names.resolve(["Rewards", "Loss"])
     assert "reward_mean" not in r.canonical and r.canonical["loss"] == "Loss"
+
+
+def test_a_hand_written_loops_common_names() -> None:
+    """A loop of one's own (course code, a paper's script) names its metrics as Stable-Baselines
+    and CleanRL do: they map with no framework detected. TRL's reward model logs `mean_reward`
+    (its score of the batch, not a policy's reward): no alias takes it."""
+    keys = ["reward", "std_reward", "loss", "grad_norm", "token_entropy", "clip_fraction"]
+    r = names.resolve(
+        [*keys, "approx_kl", "reference_kl", "avg_response_token_length", "mean_reward"]
+    )
+    assert r.framework is None
+    assert r.canonical == {
+        "reward_mean": "reward",
+        "reward_std": "std_reward",
+        "loss": "loss",
+        "grad_norm": "grad_norm",
+        "entropy": "token_entropy",
+        "clip_frac": "clip_fraction",
+        "kl_ppo": "approx_kl",
+        "kl_ref": "reference_kl",
+        "response_length_mean": "avg_response_token_length",
+    }
+    rm = names.resolve(["train/accuracy", "train/margin", "train/mean_reward", "train/loss"])
+    assert "reward_mean" not in rm.canonical and rm.canonical["rm_accuracy"] == "train/accuracy"

@@ -36,6 +36,14 @@ except ImportError:  # pragma: no cover - orjson is installed in CI
     _fast_loads, _FastError = json.loads, json.JSONDecodeError
 
 NUMERIC = {float, int}
+# a hand-written trainer's own step counter (`grpo_step`, `train_step`, `iteration`): the
+# step of a flat JSONL file whose records hold none of STEP_KEYS (the first such key of the
+# first record without one; `total_steps` and `eval_every_step` are no counters)
+OWN_STEP = re.compile(r"(?:[a-z0-9]+_)?(?:step|iteration|iter)\Z")
+# a record's kind, written as a string field (`{"type": "eval", ...}`); an evaluation's keys
+# are named `eval/<key>` so they never overwrite the training's same-named keys of its step
+KIND_KEYS = ("type", "split", "phase", "stage", "kind", "mode")
+EVAL_KINDS = ("eval", "val", "test")
 NUMERIC_OR_NULL = {float, int, type(None)}
 LLAMAFACTORY_TEXT = {"elapsed_time", "remaining_time"}
 LLAMAFACTORY_FACTS = {"total_steps"}
@@ -74,7 +82,10 @@ class JsonLines:
         self.bad_lines: list[int] = []
         self.n_bad = 0
         self.shapes: dict[tuple[str, ...], _Shape | None] = {}
-        self.none = "skip" if fmt == "llamafactory" else "nan"
+        # a JSON null: NaN where the writer writes NaN so (verl's FileLogger); elsewhere "not
+        # logged in this record" (a hand-written trainer's None for a feature turned off,
+        # pandas' missing cells), NaN tokens being NaN
+        self.none = "skip" if fmt in ("llamafactory", "jsonl") else "nan"
         self.drop: set[str] = set()
         if fmt == "llamafactory":
             self.drop = {"current_steps"} | LLAMAFACTORY_TEXT | LLAMAFACTORY_FACTS
@@ -91,6 +102,7 @@ class JsonLines:
         self.datas: list[dict[str, Any]] = []
         self.fast_types = NUMERIC | ({type(None)} if self.none == "nan" else set())
         self.threaded = False  # a second thread reads the file's tail meanwhile
+        self.own_step: str | None = None  # OWN_STEP: decided by the first record without a step
 
     def feed_lines(self, lines: list[bytes], lineno: int = 1) -> None:
         """A block's complete lines (without their newlines). Plain blocks -- every line a
@@ -153,9 +165,10 @@ class JsonLines:
             if len(keep) == len(ks):  # the values straight from the dicts, no row tuples
                 part = datas[a:b]
                 types = set(map(type, chain.from_iterable(map(dict.values, part))))
-                if not types <= NUMERIC_OR_NULL:
+                if not types <= self.fast_types:
                     return False
-                # null -> NaN; ints correctly rounded (as np.array); OverflowError beyond float
+                # null -> NaN where it is NaN (verl); ints correctly rounded (as np.array);
+                # OverflowError beyond float
                 flat = chain.from_iterable(map(dict.values, part))
                 vals = np.fromiter(flat, np.float64, count=(b - a) * len(ks))
                 plan.append((st, list(ks), vals.reshape(b - a, len(ks))))
@@ -163,9 +176,10 @@ class JsonLines:
             pick = itemgetter(*keep) if len(keep) > 1 else lambda t, i=keep[0]: (t[i],)
             rows = [pick(tuple(d.values())) for d in datas[a:b]]
             types = set(map(type, chain.from_iterable(rows)))
-            if not types <= NUMERIC_OR_NULL:  # a string, boolean, list or object
+            if not types <= self.fast_types:  # a string, boolean, list or object
                 return False
-            # null -> NaN, as the record path reads it; an int beyond float: OverflowError
+            # null -> NaN where it is NaN, as the record path reads it; an int beyond float:
+            # OverflowError
             vals = np.array(rows, np.float64)
             if vals.ndim != 2:
                 return False
@@ -400,6 +414,12 @@ class JsonLines:
                 raw = next((obj[k] for k in STEP_KEYS if _is_num(obj.get(k))), None)
                 if fmt == "prime-rl" and _is_num(obj.get("time")):
                     wall = float(obj["time"])
+                elif raw is None and fmt == "jsonl":
+                    if self.own_step is None:
+                        self.own_step = own_step_key(obj)
+                        if self.own_step is not None:
+                            self.drop.add(self.own_step)
+                    raw = obj.get(self.own_step) if self.own_step is not None else None
             if raw is None or not _is_num(raw):
                 self._bad(lineno)
                 return
@@ -407,6 +427,11 @@ class JsonLines:
             if step is None:
                 return
             data = obj
+            if fmt == "jsonl":
+                kind = next((k for k in KIND_KEYS if isinstance(obj.get(k), str)), None)
+                if kind is not None:
+                    self._kind(step, obj, kind)
+                    return
         keys = tuple(data)
         shape = self.shapes.get(keys, False)
         if shape is False:
@@ -438,6 +463,15 @@ class JsonLines:
             cols.add_mapping(step, data, none=self.none, wall=wall, drop=self.drop)
         if self.track:
             self.present.append((step, frozenset(cols.codes[n0:])))  # rows, not chunks
+
+    def _kind(self, step: int, obj: dict[str, Any], kind: str) -> None:
+        """A record that says its kind: its keys under `eval/` for an evaluation's, else as
+        written; the kind itself is a label, no value."""
+        self.flush()
+        evaluation = obj[kind].strip().lower().startswith(EVAL_KINDS)
+        skip = self.drop
+        rest = {k: v for k, v in obj.items() if k != kind and k not in STEP_KEYS and k not in skip}
+        self.cols.add_mapping(step, rest, "eval/" if evaluation else "", none=self.none)
 
     def _shape(self, keys: tuple[str, ...], nested: bool) -> _Shape | None:
         """Codes and positions of a record shape's metric keys (None: read key by key)."""
@@ -689,6 +723,17 @@ def sniff_line(obj: Any) -> str | None:
         return "prime-rl"
     if any(_is_num(obj.get(k)) for k in STEP_KEYS):
         return "jsonl"
+    key = own_step_key(obj)
+    if key is not None and any(_is_num(v) for k, v in obj.items() if k != key):
+        return "jsonl"
+    return None
+
+
+def own_step_key(obj: dict[str, Any]) -> str | None:
+    """The record's own step counter (OWN_STEP), an integer >= 0, or None."""
+    for k, v in obj.items():
+        if type(v) is int and v >= 0 and isinstance(k, str) and OWN_STEP.match(k):
+            return k
     return None
 
 
