@@ -75,10 +75,10 @@ def test_transformers_console_with_every_float_printed_as_a_string(tmp_path: Pat
 
 def test_a_second_training_in_the_same_console_is_a_restart(tmp_path: Path) -> None:
     """A notebook's output (or a log) holding two calls of train(), each ended by its summary,
-    printed by transformers' PrinterCallback with no step in the dicts: the second training's
-    logs count from 1 again, a restart whose rows replace the first's (read as one run of
-    ordinals 1..7 before, its first log was the first training's continuation). `tail`, fed
-    the file in random bursts, keeps the same rows."""
+    printed by transformers' PrinterCallback with no step in the dicts: the file's run is its
+    last training, counted from 1 again; the first one's rows are left out with a warning
+    (read as one run of ordinals 1..7 before: the second training as the first's
+    continuation). `tail`, fed the file in random bursts, ends with the same rows."""
     import random
 
     from transformers import TrainingArguments
@@ -105,8 +105,10 @@ def test_a_second_training_in_the_same_console_is_a_restart(tmp_path: Path) -> N
     (info,) = frame.runs.values()
     rows = _rows(frame)
     assert [rows[("loss", s)] for s in (1, 2, 3)] == [0.7, 0.3, 0.2]
-    assert frame.segment_starts(info.name) == [1]
-    assert rows[("loss", 4)] == 0.4  # the first training's last log: no later write of it
+    assert ("loss", 4) not in rows  # the first training's last log is not mixed in
+    assert frame.segment_starts(info.name) == []
+    assert any("1 earlier training(s) in the file" in w for w in info.warnings)
+    assert "last training" in info.hparams["steps"]
     live = tmp_path / "live"
     live.mkdir()
     watch = Watch([str(live)], load_rules(), keep_rows=True)
@@ -943,3 +945,38 @@ def test_torchtune_disk_logger_lines(tmp_path: Path) -> None:
     res = runner.invoke(app, ["diagnose", str(p)])
     assert res.exit_code == 1, res.output
     assert "LN08" in res.output
+
+
+def test_a_hand_written_trainers_jsonl_with_its_own_step_counter_and_record_kinds(
+    tmp_path: Path,
+) -> None:
+    """A hand-written GRPO loop's metrics.jsonl (the shape of course code: `json.dumps` of a
+    dict per event): no `step` key but `grpo_step`, records of several kinds told by `type`,
+    None for what is turned off. The step is the loop's own counter; an evaluation's keys are
+    `eval/...` and never overwrite the rollout's same-named reward of its step; a null is not
+    logged (no all-NaN KL to fail the run), while a NaN written as NaN stays NaN."""
+    f = tmp_path / "metrics.jsonl"
+    with open(f, "w") as out:
+        for step in range(0, 13):
+            if step % 4 == 0:
+                rec = {"type": "eval", "grpo_step": step, "optimizer_step": 2 * step}
+                out.write(json.dumps(rec | {"reward": 0.9, "answer_accuracy": 0.5}) + "\n")
+            if step == 0:
+                continue
+            rollout = {"type": "rollout", "grpo_step": step, "reward": step / 100}
+            out.write(json.dumps(rollout | {"std_reward": 0.3, "mean_reward": step / 100}) + "\n")
+            train = {"type": "train", "grpo_step": step, "optimizer_step": 2 * step}
+            train |= {"loss": 0.1, "grad_norm": math.nan if step == 12 else 0.5}
+            train |= {"token_entropy": 0.8, "reference_kl": None, "loss_type": "grpo"}
+            out.write(json.dumps(train) + "\n")
+    assert '"reference_kl": null' in f.read_text() and "NaN" in f.read_text()
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    w = frame.wide(info.name)
+    assert list(w.index) == list(range(0, 13))
+    assert w["reward_mean"].loc[4] == 0.04  # the rollout's, not the evaluation's 0.9
+    assert w["val_score"].loc[4] == 0.9 and w["val_score"].loc[8] == 0.9
+    assert w["entropy"].loc[3] == 0.8 and w["reward_std"].loc[3] == 0.3
+    assert "kl_ref" not in w and "reference_kl" not in set(frame.data["tag"])
+    assert math.isnan(w["grad_norm"].loc[12])
+    assert not any(t in ("type", "grpo_step", "eval/grpo_step") for t in set(frame.data["tag"]))

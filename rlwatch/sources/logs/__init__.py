@@ -566,6 +566,10 @@ class Follower:
             self.parser.feed(text, self.lineno)
             self.lineno += text.count("\n")
         parser = self.parser
+        if getattr(parser, "restarted", False):  # a new training: it replaces the rows so far
+            parser.restarted, self.replaces = False, True
+            self.kept, self.kept_rows = [], 0
+            parser.settle_steps()
         if (
             getattr(parser, "summary", None) is not None
             and parser.ordinal_steps

@@ -115,6 +115,8 @@ class PythonDicts:
         self.keep_ordinals = False
         self.step_of: np.ndarray | None = None  # ordinal -> step, once renumbered
         self.trained = False  # a summary printed since the last training log
+        self.restarted = False  # a new training dropped the rows so far (a follower: replace)
+        self.trainings = 1
         self.offset = 0  # rows a follower has handed out and cleared from `cols`
         # a dict without a step waits for the next line: tqdm's redrawn bar gives its step
         self.held: dict[str, Any] | None = None
@@ -230,9 +232,17 @@ class PythonDicts:
             if self.trained and self.step_of is None:
                 # a training log after a training's summary: train() called again (a
                 # notebook's next experiment, a job run twice into one log). Its logs count
-                # from 1 again: a restart, whose writes replace the last training's, as a
-                # bar's do when it starts again
-                self.ordinal = 0
+                # from 1 again, and the file's run is this training: the earlier ones' rows
+                # are dropped (as TensorBoard purges a run's later steps when it restarts),
+                # never read as one curve or mixed in past its last step
+                self.cols.clear_rows()
+                self.cols.skip(
+                    "earlier training(s) in the file (printed dicts that start again after a "
+                    "training's summary)"
+                )
+                self.ordinal, self.dicts, self.offset = 0, [], 0
+                self.restarted = True
+                self.trainings += 1
             self.trained = False
             self.ordinal += 1
             if self.summary is not None:
@@ -301,7 +311,8 @@ class PythonDicts:
                 "(train_runtime x train_steps_per_second)"
             )
         elif self.ordinal_steps:
-            self.cols.facts["steps"] = "log ordinals (the printed dicts carry no step)"
+            last = " of the file's last training" if self.trainings > 1 else ""
+            self.cols.facts["steps"] = f"log ordinals{last} (the printed dicts carry no step)"
         elif self.bar_steps:
             self.cols.facts["steps"] = "the progress bar's count printed with each dict"
 
