@@ -82,8 +82,10 @@ def _replay(src: Path, dst: Path, seed: int, keep_rows: bool = False) -> Watch:
             watch.poll()
             continue
         at = 0
+        # at most ~25 bursts a file (a folder of dozens of runs is walked at every poll)
+        floor = len(data) // 25
         while at < len(data):
-            n = rng.choice([1, 7, 100, 1000, 10_000, 50_000])
+            n = max(floor, rng.choice([1, 7, 100, 1000, 10_000, 50_000]))
             with open(out, "ab") as fh:
                 fh.write(data[at : at + n])
             at += n
