@@ -215,6 +215,15 @@ def _resolve(tags: tuple[str, ...], cat: Catalogue) -> Resolution:
     res = Resolution(framework, version)
     m = _Matcher(list(tags))
     taken: set[str] = set()
+    # with no framework detected, a key that a metric's alias names exactly is that metric's:
+    # no other metric's pattern takes it (slime's `eval/*` is no `eval/loss`, the eval loss)
+    named: dict[str, str] = {}
+    if framework is None:
+        for metric in cat.metrics.values():
+            for alias in metric.aliases:
+                if not alias.pattern and not alias.own:
+                    for t in m.find(alias.key):
+                        named.setdefault(t, metric.name)
     for metric in cat.metrics.values():
         ordered = sorted(metric.aliases, key=lambda a: a.framework != framework)
         for alias in ordered:
@@ -222,7 +231,15 @@ def _resolve(tags: tuple[str, ...], cat: Catalogue) -> Resolution:
                 alias.own or (alias.pattern and framework is not None)
             ):
                 continue
-            hit = next((t for t in m.find(alias.key) if t not in taken), None)
+            hit = next(
+                (
+                    t
+                    for t in m.find(alias.key)
+                    if t not in taken
+                    and (not alias.pattern or named.get(t, metric.name) == metric.name)
+                ),
+                None,
+            )
             if hit is not None:
                 _take(res, taken, metric.name, alias, hit)
                 break

@@ -106,7 +106,16 @@ def sniff(path: Path, head: str | None = None) -> str:
     if head is None:
         head = _head(path)
     try:
-        return _sniff(path, head)
+        fmt = _sniff(path, head)
+        if fmt == "kv-pairs" and path.suffix in PAGES and not given and len(head) >= HEAD // 2:
+            # a notebook saved on one line: a progress bar's text in an output before its
+            # table looks like a counted line; its table, after the head, is the run
+            before = head[-4096:]  # a table's header may straddle two blocks
+            for block in _later_blocks(path):
+                if _text.sniff_notebook(before + block):
+                    return "notebook-table"
+                before = block[-4096:]
+        return fmt
     except SourceError:
         if given or len(head) < HEAD // 2 or path.suffix not in CONSOLES | PAGES:
             raise

@@ -338,7 +338,8 @@ class Blocks:
         return b""
 
     def _finish(self, carry: bytes) -> None:
-        self.partial = 0 if self._dropping else len(carry)
+        # a notebook's JSON ends on its closing `}` without a newline: no line being written
+        self.partial = 0 if self._dropping or carry.strip() == b"}" else len(carry)
 
     def __iter__(self) -> Iterator[Any]:
         carry = b""

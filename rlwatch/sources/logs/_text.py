@@ -685,6 +685,14 @@ SPACED = re.compile(
     r"(?:[ \t]{0,4}/[ \t]{0,4}\d+)?",
     re.I,
 )
+# `Ep 1 (Step 000005): Train loss 0.687, Val loss 0.688, Train reward margins 0.026`: after the
+# counter, items of words and a number, separated by commas (or `;`, `|`), and nothing else
+WORDS_ITEM = re.compile(
+    rf"[ \t]{{0,16}}([A-Za-z][A-Za-z_ ]{{0,60}}?)[ \t]{{1,16}}({NUM})(%?)[ \t]{{0,16}}"
+)
+ITEM_SEP = re.compile(r"[,;|]")
+# a notebook's output line as its JSON holds it: `    "step 5 | loss 0.31\n",`
+NB_LINE = re.compile(r'^[ \t]{0,64}"(.*?)(?:\\n)?",?[ \t]*$')
 COUNTER_NAMES = {"step", "global_step", "globalstep", "iter", "iteration"}
 RATE = re.compile(r"[ \t]{0,4}[A-Za-z]{1,16}/s\b")  # after a number: `toks/s`, `it/s`
 SOURCE_SUFFIXES = (".py", ".pyx", ".c", ".cc", ".cpp", ".cu", ".h", ".hpp", ".rs", ".go", ".js")
@@ -744,6 +752,7 @@ class KeyValues:
         if "\x1b" in text:
             text = ANSI.sub("", text)
         for line in _redraws(text):
+            line = unwrap(line)
             if self.line(line):
                 if not self.on_bar:
                     self.block = None  # a counted line of pairs ends a block, not a bar's redraw
@@ -823,6 +832,8 @@ class KeyValues:
             ]
         if not found_pairs and not SPACED.sub("", line).strip(" \t|,;"):
             found_pairs = SPACED.findall(line)
+        if not found_pairs:
+            found_pairs = _word_items(line[found.end() :])
         pairs = [
             (k, float(v) / 100 if pct else float(v))  # 62.5% is 0.625
             for k, v, pct in found_pairs
@@ -872,6 +883,43 @@ class KeyValues:
         pass
 
 
+def _word_items(rest: str) -> list[tuple[str, str, str]]:
+    """`): Train loss 0.687, Val loss 0.688` after a counter: (key, number, %) of each item,
+    when every item is one (at least two), else nothing. A first word naming the split is
+    taken out of the key: `loss`, `eval/loss`."""
+    rest = rest.lstrip(" \t)]:")
+    if len(rest) > 2000 or not rest.strip():
+        return []
+    out = []
+    for part in ITEM_SEP.split(rest):
+        if not part.strip():
+            continue
+        m = WORDS_ITEM.fullmatch(part)
+        if m is None:
+            return []
+        words = m.group(1).lower().split()
+        prefix = ""
+        if len(words) > 1 and words[0] in SPLIT_WORDS:  # `Train loss`, `Val loss`
+            prefix = "eval/" if SPLIT_WORDS[words.pop(0)] else ""
+        out.append((prefix + "_".join(words), m.group(2), m.group(3)))
+    return out if len(out) >= 2 else []
+
+
+# the split an item's first word names: its key is the rest (`eval/` for held-out data)
+SPLIT_WORDS = {"train": False, "training": False, "val": True, "valid": True}
+SPLIT_WORDS |= {"validation": True, "eval": True, "evaluation": True, "test": True}
+
+
+def unwrap(line: str) -> str:
+    """A notebook's output line as its JSON text holds it (`    "step 5 | loss 0.31\\n",`):
+    the line printed; any other line as it is."""
+    if line.endswith(('",', '"')):
+        m = NB_LINE.match(line)
+        if m is not None:
+            return m.group(1)
+    return line
+
+
 def _redraws(text: str) -> Iterator[str]:
     """The lines of a block, each carriage-return redraw of a tqdm bar a line of its own (a
     block may end on a redraw: a bar being drawn has no newline until it closes)."""
@@ -892,7 +940,7 @@ def sniff_kv(lines_: list[str]) -> bool:
     probe = KeyValues(Cols())
     hits = blocks = in_block = 0
     for ln in lines_[:2000]:
-        ln = ANSI.sub("", ln)
+        ln = unwrap(ANSI.sub("", ln))
         if probe.line(ln):
             hits += 1
             if not probe.on_bar:  # as the reader: a bar's redraw leaves a block open
