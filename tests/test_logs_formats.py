@@ -980,3 +980,27 @@ def test_a_hand_written_trainers_jsonl_with_its_own_step_counter_and_record_kind
     assert "kl_ref" not in w and "reference_kl" not in set(frame.data["tag"])
     assert math.isnan(w["grad_norm"].loc[12])
     assert not any(t in ("type", "grpo_step", "eval/grpo_step") for t in set(frame.data["tag"]))
+
+
+def test_counted_lines_of_words_and_a_number_separated_by_commas(tmp_path: Path) -> None:
+    """The print of LLMs-from-scratch's DPO loop, `Ep 1 (Step 000005): Train loss 0.687, Val
+    loss 0.688, Train reward margins 0.026, Val reward margins 0.021`: after the counter,
+    items of words and a number, a first word naming the split (`Train`, `Val`) out of the
+    key. A counted line with any other item has no such pairs."""
+    lines = ["Ep 1 (Step 000000): loading shards, done"]
+    for i, step in enumerate(range(0, 40, 5)):
+        train_loss, val_loss, tm, vm = 0.693 - 0.01 * i, 0.694 - 0.008 * i, 0.02 * i, 0.015 * i
+        lines.append(
+            f"Ep 1 (Step {step:06d}): Train loss {train_loss:.3f}, Val loss {val_loss:.3f}, "
+            f"Train reward margins {tm:.3f}, Val reward margins {vm:.3f}"
+        )
+    f = tmp_path / "dpo.log"
+    f.write_text("\n".join(lines) + "\n")
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    assert info.source == "kv-pairs"
+    w = frame.wide(info.name)
+    assert list(w.index) == list(range(0, 40, 5))
+    assert w["loss"].loc[5] == 0.683 and w["eval_loss"].loc[35] == 0.638
+    assert w["dpo_margin"].loc[35] == 0.14
+    assert {"loss", "eval/loss", "reward_margins", "eval/reward_margins"} == set(frame.data["tag"])

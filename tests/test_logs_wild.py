@@ -561,3 +561,51 @@ def test_a_model_card_cut_mid_row_reads_its_whole_rows_and_says_so(tmp_path: Pat
     (info,) = frame.runs.values()
     assert frame.steps(info.name)[1:] == (50, 400)
     assert any("cut short at the end of the file" in w for w in info.warnings)
+
+
+def test_a_notebook_saved_on_one_line_whose_table_comes_after_its_head(tmp_path: Path) -> None:
+    """A notebook saved as one line of JSON (Colab's export): its head, before the training
+    table, holds a code comment `# Step 1: ...` and progress bars (`Map: 100%`), which a line
+    reader takes for a counted line of pairs; the table deeper in is the run."""
+    table = _html_table(GRPO_COLUMNS, _grpo_rows(12))
+    setup = {
+        "cell_type": "code",
+        "source": ["# Step 1: format the dataset\n", "ds = ds.map(fmt)\n"],
+        "outputs": [
+            {
+                "output_type": "stream",
+                "name": "stderr",
+                "text": ["Map: 100%|##| 1000/1000\n", "Filter: 100%|##| 1000/1000\n"],
+            },
+            {"output_type": "stream", "name": "stdout", "text": ["x" * 99 + "\n"] * 3000},
+        ],
+    }
+    nb = json.loads(_notebook(table))
+    nb["cells"] = [setup, *nb["cells"]]
+    p = tmp_path / "dpo.ipynb"
+    p.write_text(json.dumps(nb))
+    assert "\n" not in p.read_text() and p.read_text().index("<th>Step") > 256 << 10
+    frame = load(str(p))
+    (info,) = frame.runs.values()
+    assert info.source == "notebook-table" and frame.steps(info.name)[1:] == (1, 12)
+
+
+def test_counted_lines_printed_by_a_notebooks_own_loop(tmp_path: Path) -> None:
+    """A hand-written loop's prints saved in a notebook's outputs (`epoch 0 step 5 | loss
+    -0.2922 | kl 0.0000 | R -1.541`): the lines as the JSON holds them (`"...\\n",`) are read
+    as the printed lines, and the notebook's closing `}` without a newline is no line still
+    being written."""
+    text = [
+        f"epoch 0 step {s} | loss {-0.3 + s / 100:.4f} | kl {s / 1000:.4f} | R {s / 10:.3f}\n"
+        for s in range(5, 95, 5)
+    ]
+    cell = {"cell_type": "code", "source": ["train()"], "execution_count": 3, "metadata": {}}
+    cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": text}]
+    p = tmp_path / "grpo.ipynb"
+    p.write_text(json.dumps({"cells": [cell], "nbformat": 4, "nbformat_minor": 5}, indent=1))
+    assert p.read_text().endswith("}")
+    frame = load(str(p))
+    (info,) = frame.runs.values()
+    assert info.source == "kv-pairs" and frame.steps(info.name) == (18, 5, 90)
+    assert _values(frame, "kl_ref")[:2] == pytest.approx([0.005, 0.01])
+    assert not info.warnings
