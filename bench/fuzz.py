@@ -57,6 +57,9 @@ KINDS = [
     "history_dump",
     "torchtune",
     "nemo_blocks",
+    "loop_jsonl",
+    "word_items",
+    "nb_prints",
     "rules",
     "config",
     "pyproject",
@@ -252,6 +255,29 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
         for s in range(1, steps + 1)
     )
     seeds["nemo_blocks"] = ("grpo_console.log", nemo.encode())
+    # a hand-written GRPO loop's metrics.jsonl: its own counter, records of several kinds
+    loop = []
+    for s in range(1, steps + 1):
+        if s % 5 == 1:
+            loop.append({"type": "eval", "grpo_step": s - 1, "reward": 0.4, "stop": "</a>"})
+        loop.append({"type": "rollout", "grpo_step": s, "reward": s / 100, "std_reward": 0.3})
+        loop.append({"type": "train", "grpo_step": s, "optimizer_step": 2 * s, "loss": 0.1,
+                     "grad_norm": 0.5, "token_entropy": 0.8, "reference_kl": None})  # fmt: skip
+    seeds["loop_jsonl"] = ("metrics.jsonl", "".join(json.dumps(r) + "\n" for r in loop).encode())
+    # LLMs-from-scratch's DPO loop: comma-separated items of words and a number
+    items = "".join(
+        f"Ep 1 (Step {s:06d}): Train loss {0.69 - s / 1e3:.3f}, Val loss 0.690, "
+        f"Train reward margins {s / 100:.3f}, Val reward margins 0.010\n"
+        for s in range(0, 5 * steps, 5)
+    )
+    seeds["word_items"] = ("dpo.log", items.encode())
+    # a loop's prints saved in a notebook's outputs (the lines as its JSON holds them)
+    text = [f"epoch 0 step {s} | loss {s / 1e3:.4f} | kl 0.0001 | R {s / 10:.3f}\n"
+            for s in range(5, 5 * steps, 5)]  # fmt: skip
+    cell = {"cell_type": "code", "source": ["train()"], "metadata": {}, "execution_count": 1,
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": text}]}  # fmt: skip
+    nb = {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    seeds["nb_prints"] = ("grpo.ipynb", json.dumps(nb, indent=1).encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])
