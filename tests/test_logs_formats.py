@@ -1004,3 +1004,44 @@ def test_counted_lines_of_words_and_a_number_separated_by_commas(tmp_path: Path)
     assert w["loss"].loc[5] == 0.683 and w["eval_loss"].loc[35] == 0.638
     assert w["dpo_margin"].loc[35] == 0.14
     assert {"loss", "eval/loss", "reward_margins", "eval/reward_margins"} == set(frame.data["tag"])
+
+
+def test_a_second_training_after_a_summary_that_gave_the_first_its_steps(tmp_path: Path) -> None:
+    """A real stdout whose summary gives the dicts their steps back (transformers >= 5), the
+    training run twice into one file: diagnose reads the last training, its steps from its own
+    summary; `tail`, which renumbered the first training when its summary came, drops it when
+    the second starts, and ends with diagnose's rows."""
+    import random
+
+    from rlwatch.api import load_rules
+    from rlwatch.live import Watch
+
+    one = _stdout_alone(CORPUS / "ho11-online-dpo-lr4e-2-noclip-s28")
+    assert "{'train_runtime'" in one
+    f = tmp_path / "train.out"
+    f.write_text(one)
+    first = logs.load_file(f)
+    (alone,) = first.runs.values()
+    assert "epoch" in alone.hparams["steps"]  # renumbered from the summary
+    text = one + one
+    f.write_text(text)
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    assert "epoch" in info.hparams["steps"]
+    assert any("1 earlier training(s)" in w for w in info.warnings)
+    rows = _rows(frame)
+    assert rows == _rows(first) and len(rows) > 20  # the last training, as read alone
+    live = tmp_path / "live"
+    live.mkdir()
+    watch = Watch([str(live)], load_rules(), keep_rows=True, stale_after=1e9, stall_floor=1e9)
+    rng = random.Random(5)
+    for part in (one, one):  # a poll between: the first training renumbered by its summary
+        at = 0
+        while at < len(part):
+            n = rng.choice([100, 1000, 5000])
+            with open(live / "train.out", "a") as fh:
+                fh.write(part[at : at + n])
+            at += n
+            watch.poll()
+    watch.poll()
+    assert {(r.tag, r.step): r.value for r in watch.rows().itertuples()} == rows

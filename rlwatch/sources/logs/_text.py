@@ -229,18 +229,20 @@ class PythonDicts:
         # an evaluation's dict is printed right after the training log of its step
         evaluation = bool(self.ordinal) and _eval_only(d)
         if not evaluation:
-            if self.trained and self.step_of is None:
+            if self.trained:
                 # a training log after a training's summary: train() called again (a
                 # notebook's next experiment, a job run twice into one log). Its logs count
                 # from 1 again, and the file's run is this training: the earlier ones' rows
                 # are dropped (as TensorBoard purges a run's later steps when it restarts),
-                # never read as one curve or mixed in past its last step
+                # never read as one curve or mixed in past its last step. A follower that
+                # gave the earlier training its steps from its summary drops them too.
                 self.cols.clear_rows()
                 self.cols.skip(
                     "earlier training(s) in the file (printed dicts that start again after a "
                     "training's summary)"
                 )
-                self.ordinal, self.dicts, self.offset = 0, [], 0
+                self.ordinal, self.dicts, self.offset, self.step_of = 0, [], 0, None
+                self.summary, self.keep_ordinals = None, False  # its own summary may renumber it
                 self.restarted = True
                 self.trainings += 1
             self.trained = False
