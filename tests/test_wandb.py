@@ -179,3 +179,65 @@ def test_api_missing_run_and_bad_key_are_one_line_errors(service, monkeypatch) -
 def test_a_malformed_wandb_target() -> None:
     r = runner.invoke(app, ["diagnose", "wandb:only"])
     assert r.exit_code == 2 and "expected wandb:<entity>/<project>/<run_id>" in r.output
+
+
+def test_a_step_metric_many_logs_share_gives_way_to_wandbs_own_step(tmp_path: Path) -> None:
+    """A hand-written GRPO loop (the shape of Stanford CS336 runs) declares
+    `define_metric("train/*", step_metric="grpo_step")` and logs six optimizer steps per GRPO
+    step: read by the step metric, the last write of each step would keep one log in six (an
+    entropy collapse seen on a sixth of its logs). The run is read at W&B's `_step`, and says
+    so; a run whose step metric advances at every log keeps it (the module's run above)."""
+    f = write_offline_run(
+        tmp_path / "wb",
+        """
+        run = wandb.init(project="rlwatch", name="grpo-crowded")
+        run.define_metric("grpo_step")
+        run.define_metric("train/*", step_metric="grpo_step")
+        for g in range(1, 21):
+            wandb.log({"grpo_step": g, "train/reward_mean": 0.1 + g / 100})
+            for k in range(6):
+                wandb.log({"grpo_step": g, "train/entropy": 1.0 - (6 * g + k) / 200})
+        wandb.finish()
+        """,
+    )
+    frame = wandb_local.load(f)
+    (info,) = frame.runs.values()
+    entropy = frame.data[frame.data["tag"] == "train/entropy"]
+    assert len(entropy) == 120 and entropy["step"].is_unique
+    assert entropy["value"].iloc[-1] == pytest.approx(1.0 - 125 / 200)
+    assert len(frame.data[frame.data["tag"] == "train/reward_mean"]) == 20
+    assert "W&B's _step" in info.hparams["steps"] and "grpo_step" in info.hparams["steps"]
+
+
+def test_tail_reads_a_crowded_step_metric_as_diagnose_does(tmp_path: Path) -> None:
+    """The run above followed while its file grows: once its step metric is seen crowded, the
+    run is read again at `_step` (evaluated afresh), and tail ends with diagnose's rows."""
+    from rlwatch.api import load_rules
+    from rlwatch.live import Watch
+
+    f = write_offline_run(
+        tmp_path / "wb",
+        """
+        run = wandb.init(project="rlwatch", name="grpo-crowded")
+        run.define_metric("grpo_step")
+        run.define_metric("train/*", step_metric="grpo_step")
+        for g in range(1, 21):
+            for k in range(6):
+                wandb.log({"grpo_step": g, "train/entropy": 1.0 - (6 * g + k) / 200})
+        wandb.finish()
+        """,
+    )
+    data = f.read_bytes()
+    live = tmp_path / "live" / f.parent.name
+    live.mkdir(parents=True)
+    out = live / f.name
+    out.write_bytes(data[:3000])  # the first records: too few logs to see the crowding
+    watch = Watch([str(live)], load_rules(), keep_rows=True, stale_after=1e9, stall_floor=1e9)
+    watch.poll()
+    out.write_bytes(data)
+    watch.poll()
+    want = wandb_local.load(f).data
+    got = watch.rows()
+    assert sorted(zip(got["step"], got["value"], strict=True)) == sorted(
+        zip(want["step"], want["value"], strict=True)
+    )

@@ -80,6 +80,7 @@ class _ReloadRun:
         self.found = found
         self.stamp: tuple | None = None
         self.sent: int | None = None
+        self.axis: object = None  # where the steps come from (a W&B run may change it)
 
     def update(self, found: Any) -> None:
         self.found = found
@@ -96,6 +97,12 @@ class _ReloadRun:
         if frame.data.empty:
             return RunFrame.empty()
         last = int(frame.data["step"].max())
+        axis = [i.hparams.get("steps") for i in frame.runs.values()]
+        if self.sent is not None and axis != self.axis:  # steps from elsewhere now: afresh
+            self.sent = None
+            for info in frame.runs.values():
+                info.replaces = True
+        self.axis = axis
         if self.sent is not None:
             data = frame.data[frame.data["step"] > self.sent].reset_index(drop=True)
             frame = RunFrame(data, frame.runs)

@@ -16,6 +16,7 @@ import math
 import os
 import struct
 import zlib
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,8 @@ def load_file(path: str | os.PathLike[str], name: str | None = None) -> RunFrame
     step_metrics: list[tuple[str, str]] = []  # (glob, step metric)
     undecodable = skipped_values = 0
     run_name = name
+    rows: list[tuple[int, int | None, str, float, float]] = []  # step, _step, key, value, wall
+    mapped: dict[str, tuple[str, list[int]]] = {}  # key -> its step metric, its steps
     for raw in payloads:
         rec = pb.Record()
         try:
@@ -121,20 +124,25 @@ def load_file(path: str | os.PathLike[str], name: str | None = None) -> RunFrame
                     if value is None:
                         skipped_values += 1
                         continue
-                s = step
+                s, by = step, None
                 for glob, metric in step_metrics:
                     if fnmatch.fnmatchcase(key, glob) and isinstance(row.get(metric), int | float):
-                        s = row[metric]
+                        s, by = row[metric], metric
                         break
                 if not isinstance(s, int | float):
                     skipped_values += 1
                     continue
-                out.add(
-                    int(s),
-                    key,
-                    math.nan if value is None else float(value),
-                    float(wall) if isinstance(wall, int | float) else math.nan,
+                rows.append(
+                    (
+                        int(s),
+                        int(step) if isinstance(step, int | float) else None,
+                        key,
+                        math.nan if value is None else float(value),
+                        float(wall) if isinstance(wall, int | float) else math.nan,
+                    )
                 )
+                if by is not None and by != key:  # the step metric itself repeats freely
+                    mapped.setdefault(key, (by, []))[1].append(int(s))
         elif kind == "metric" and rec.metric.step_metric:
             step_metrics.append((rec.metric.glob_name or rec.metric.name, rec.metric.step_metric))
         elif kind in ("config", "run"):
@@ -154,6 +162,18 @@ def load_file(path: str | os.PathLike[str], name: str | None = None) -> RunFrame
                 hparams[key] = (
                     value if isinstance(value, int | float | str | bool) else json.dumps(value)
                 )
+    crowded = _crowded(mapped)
+    if crowded is not None:  # a step metric many logs share: W&B's own row counter instead
+        key, metric, n, total = crowded
+        hparams["steps"] = (
+            f"W&B's _step: {n} of {total} logs of {key} share a value of its step metric "
+            f"{metric} with the log before"
+        )
+    for s, own, key, value, wall in rows:
+        if crowded is None:
+            out.add(s, key, value, wall)
+        elif own is not None:
+            out.add(own, key, value, wall)
     if undecodable:
         warnings.append(f"{p}: {undecodable} record(s) could not be decoded")
     if skipped_values:
@@ -164,6 +184,28 @@ def load_file(path: str | os.PathLike[str], name: str | None = None) -> RunFrame
         run_name or p.stem, SOURCE, str(p), files=[str(p)], hparams=hparams, warnings=warnings
     )
     return out.frame(info)
+
+
+def _crowded(mapped: dict[str, tuple[str, list[int]]]) -> tuple[str, str, int, int] | None:
+    """Whether a step metric holds still over most logs of a training metric it steps
+    (`define_metric("train/*", step_metric="grpo_step")` with several optimizer steps logged per
+    GRPO step): the last write of each step would keep one log in several. (key, metric, logs
+    repeating the step before, logs) of the most crowded such key, or None. Only keys with a
+    canonical name count (TRL's profiling timers share each logged global step between the
+    logs, several a step), and a step metric that goes back is a run resumed from a checkpoint
+    (its later writes replace)."""
+    from rlwatch import names
+
+    canonical = names.resolve(list(mapped)).metric_of
+    worst = None
+    for key, (metric, steps) in mapped.items():
+        if key not in canonical or len(steps) < 6:
+            continue
+        ties = sum(b == a for a, b in pairwise(steps))
+        rising = all(b >= a for a, b in pairwise(steps))
+        if ties * 2 > len(steps) and rising and (worst is None or ties > worst[2]):
+            worst = (key, metric, ties, len(steps))
+    return worst
 
 
 def run_files(target: Path) -> list[Path]:
