@@ -73,19 +73,40 @@ def test_transformers_console_with_every_float_printed_as_a_string(tmp_path: Pat
     assert info.hparams["summary/train_runtime"] == 12.5
 
 
+def _followed_rows(
+    tmp_path: Path, name: str, parts: list[str], sizes: list[int], seed: int
+) -> dict[tuple[str, int], float]:
+    """The rows `tail` ends with when the file `name` is written part after part, each in
+    random bursts of `sizes` with a poll after each: each (tag, step)'s last write delivered."""
+    import random
+
+    from rlwatch.api import load_rules
+    from rlwatch.live import Watch
+
+    live = tmp_path / "live"
+    live.mkdir()
+    watch = Watch([str(live)], load_rules(), keep_rows=True, stale_after=1e9, stall_floor=1e9)
+    rng = random.Random(seed)
+    for part in parts:
+        at = 0
+        while at < len(part):
+            n = rng.choice(sizes)
+            with open(live / name, "a") as fh:
+                fh.write(part[at : at + n])
+            at += n
+            watch.poll()
+    watch.poll()
+    return {(r.tag, r.step): r.value for r in watch.rows().itertuples()}
+
+
 def test_a_second_training_in_the_same_console_is_a_restart(tmp_path: Path) -> None:
     """A notebook's output (or a log) holding two calls of train(), each ended by its summary,
     printed by transformers' PrinterCallback with no step in the dicts: the file's run is its
     last training, counted from 1 again; the first one's rows are left out with a warning
     (read as one run of ordinals 1..7 before: the second training as the first's
     continuation). `tail`, fed the file in random bursts, ends with the same rows."""
-    import random
-
     from transformers import TrainingArguments
     from transformers.trainer_callback import PrinterCallback, TrainerControl, TrainerState
-
-    from rlwatch.api import load_rules
-    from rlwatch.live import Watch
 
     args = TrainingArguments(output_dir=str(tmp_path / "out"), report_to=[])
     state, control = TrainerState(), TrainerControl()
@@ -109,20 +130,7 @@ def test_a_second_training_in_the_same_console_is_a_restart(tmp_path: Path) -> N
     assert frame.segment_starts(info.name) == []
     assert any("1 earlier training(s) in the file" in w for w in info.warnings)
     assert "last training" in info.hparams["steps"]
-    live = tmp_path / "live"
-    live.mkdir()
-    watch = Watch([str(live)], load_rules(), keep_rows=True)
-    rng = random.Random(3)
-    at = 0
-    while at < len(text):
-        n = rng.choice([1, 7, 40, 200])
-        with open(live / "console.log", "a") as fh:
-            fh.write(text[at : at + n])
-        at += n
-        watch.poll()
-    watch.poll()
-    # the rows as the polls delivered them, each (tag, step)'s last write kept
-    assert {(r.tag, r.step): r.value for r in watch.rows().itertuples()} == rows
+    assert _followed_rows(tmp_path, "console.log", [text], [1, 7, 40, 200], seed=3) == rows
 
 
 def _progress_console(tmp_path: Path, every: int, steps: int, evals: bool = False) -> str:
@@ -1011,11 +1019,6 @@ def test_a_second_training_after_a_summary_that_gave_the_first_its_steps(tmp_pat
     training run twice into one file: diagnose reads the last training, its steps from its own
     summary; `tail`, which renumbered the first training when its summary came, drops it when
     the second starts, and ends with diagnose's rows."""
-    import random
-
-    from rlwatch.api import load_rules
-    from rlwatch.live import Watch
-
     one = _stdout_alone(CORPUS / "ho11-online-dpo-lr4e-2-noclip-s28")
     assert "{'train_runtime'" in one
     f = tmp_path / "train.out"
@@ -1031,17 +1034,5 @@ def test_a_second_training_after_a_summary_that_gave_the_first_its_steps(tmp_pat
     assert any("1 earlier training(s)" in w for w in info.warnings)
     rows = _rows(frame)
     assert rows == _rows(first) and len(rows) > 20  # the last training, as read alone
-    live = tmp_path / "live"
-    live.mkdir()
-    watch = Watch([str(live)], load_rules(), keep_rows=True, stale_after=1e9, stall_floor=1e9)
-    rng = random.Random(5)
-    for part in (one, one):  # a poll between: the first training renumbered by its summary
-        at = 0
-        while at < len(part):
-            n = rng.choice([100, 1000, 5000])
-            with open(live / "train.out", "a") as fh:
-                fh.write(part[at : at + n])
-            at += n
-            watch.poll()
-    watch.poll()
-    assert {(r.tag, r.step): r.value for r in watch.rows().itertuples()} == rows
+    # the first training whole before the second: renumbered by its summary meanwhile
+    assert _followed_rows(tmp_path, "train.out", [one, one], [100, 1000, 5000], seed=5) == rows

@@ -181,25 +181,26 @@ def test_a_malformed_wandb_target() -> None:
     assert r.exit_code == 2 and "expected wandb:<entity>/<project>/<run_id>" in r.output
 
 
+# a hand-written GRPO loop's W&B run: six optimizer steps logged per GRPO step, on its step
+CROWDED = """
+run = wandb.init(project="rlwatch", name="grpo-crowded")
+run.define_metric("grpo_step")
+run.define_metric("train/*", step_metric="grpo_step")
+for g in range(1, 21):
+    wandb.log({"grpo_step": g, "train/reward_mean": 0.1 + g / 100})
+    for k in range(6):
+        wandb.log({"grpo_step": g, "train/entropy": 1.0 - (6 * g + k) / 200})
+wandb.finish()
+"""
+
+
 def test_a_step_metric_many_logs_share_gives_way_to_wandbs_own_step(tmp_path: Path) -> None:
     """A hand-written GRPO loop (the shape of Stanford CS336 runs) declares
     `define_metric("train/*", step_metric="grpo_step")` and logs six optimizer steps per GRPO
     step: read by the step metric, the last write of each step would keep one log in six (an
     entropy collapse seen on a sixth of its logs). The run is read at W&B's `_step`, and says
     so; a run whose step metric advances at every log keeps it (the module's run above)."""
-    f = write_offline_run(
-        tmp_path / "wb",
-        """
-        run = wandb.init(project="rlwatch", name="grpo-crowded")
-        run.define_metric("grpo_step")
-        run.define_metric("train/*", step_metric="grpo_step")
-        for g in range(1, 21):
-            wandb.log({"grpo_step": g, "train/reward_mean": 0.1 + g / 100})
-            for k in range(6):
-                wandb.log({"grpo_step": g, "train/entropy": 1.0 - (6 * g + k) / 200})
-        wandb.finish()
-        """,
-    )
+    f = write_offline_run(tmp_path / "wb", CROWDED)
     frame = wandb_local.load(f)
     (info,) = frame.runs.values()
     entropy = frame.data[frame.data["tag"] == "train/entropy"]
@@ -215,18 +216,7 @@ def test_tail_reads_a_crowded_step_metric_as_diagnose_does(tmp_path: Path) -> No
     from rlwatch.api import load_rules
     from rlwatch.live import Watch
 
-    f = write_offline_run(
-        tmp_path / "wb",
-        """
-        run = wandb.init(project="rlwatch", name="grpo-crowded")
-        run.define_metric("grpo_step")
-        run.define_metric("train/*", step_metric="grpo_step")
-        for g in range(1, 21):
-            for k in range(6):
-                wandb.log({"grpo_step": g, "train/entropy": 1.0 - (6 * g + k) / 200})
-        wandb.finish()
-        """,
-    )
+    f = write_offline_run(tmp_path / "wb", CROWDED)
     data = f.read_bytes()
     live = tmp_path / "live" / f.parent.name
     live.mkdir(parents=True)
