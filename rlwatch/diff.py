@@ -305,6 +305,24 @@ def _one_run(frame: Any, target: str) -> Any:
     return frame
 
 
+def _one_folder(target: str, log_format: str | None) -> None:
+    """A local folder holding several runs is refused from its walk (discovery reads only each
+    file's head), not after every run in it is loaded."""
+    import os
+
+    from rlwatch.errors import UsageError
+    from rlwatch.sources import discover
+
+    if not os.path.isdir(target):
+        return
+    runs = [f.name for f in discover(target, log_format).runs]
+    if len(runs) > 1:
+        raise UsageError(
+            f"{target} holds {len(runs)} runs ({', '.join(runs[:5])}); "
+            "diff compares one run with one run: point at the run itself"
+        )
+
+
 def run_diff(
     baseline: str,
     candidate: str,
@@ -328,6 +346,8 @@ def run_diff(
     if opts.align not in ("auto", "step", "fraction"):
         raise UsageError(f"--align {opts.align!r}: use auto, step or fraction")
     ruleset = choose(load_rules(rules), select, ignore)
+    for target in (baseline, candidate):  # a folder of runs: said before anything is read
+        _one_folder(target, log_format)
     bframe = _one_run(load([baseline], log_format=log_format, tracking_uri=tracking_uri), baseline)
     cframe = _one_run(
         load([candidate], log_format=log_format, tracking_uri=tracking_uri), candidate
