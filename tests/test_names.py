@@ -368,6 +368,6 @@ def test_a_pattern_takes_no_key_another_metric_names_exactly() -> None:
     """With no framework detected every alias is tried, slime's `eval/*` (its evaluation
     scores) too; `eval/loss` is TRL's eval loss, named exactly: the pattern leaves it (it took
     it for the validation score, a loss read as a score that should rise)."""
-    r = names.resolve(["loss", "eval/loss", "eval/acc"])
+    r = names.resolve(["loss", "eval/loss", "eval/pass_rate"])
     assert r.framework is None
-    assert r.canonical["eval_loss"] == "eval/loss" and r.canonical["val_score"] == "eval/acc"
+    assert r.canonical["eval_loss"] == "eval/loss" and r.canonical["val_score"] == "eval/pass_rate"
