@@ -183,7 +183,7 @@ def test_a_malformed_wandb_target() -> None:
 
 # a hand-written GRPO loop's W&B run: six optimizer steps logged per GRPO step, on its step
 CROWDED = """
-run = wandb.init(project="rlwatch", name="grpo-crowded")
+run = wandb.init(project="rlwatch", name="grpo-crowded", config={"steps": 20})
 run.define_metric("grpo_step")
 run.define_metric("train/*", step_metric="grpo_step")
 for g in range(1, 21):
@@ -199,7 +199,8 @@ def test_a_step_metric_many_logs_share_gives_way_to_wandbs_own_step(tmp_path: Pa
     `define_metric("train/*", step_metric="grpo_step")` and logs six optimizer steps per GRPO
     step: read by the step metric, the last write of each step would keep one log in six (an
     entropy collapse seen on a sixth of its logs). The run is read at W&B's `_step`, and says
-    so; a run whose step metric advances at every log keeps it (the module's run above)."""
+    so, without losing the run's own config entry `steps`; a run whose step metric advances at
+    every log keeps it (the module's run above)."""
     f = write_offline_run(tmp_path / "wb", CROWDED)
     frame = wandb_local.load(f)
     (info,) = frame.runs.values()
@@ -208,6 +209,7 @@ def test_a_step_metric_many_logs_share_gives_way_to_wandbs_own_step(tmp_path: Pa
     assert entropy["value"].iloc[-1] == pytest.approx(1.0 - 125 / 200)
     assert len(frame.data[frame.data["tag"] == "train/reward_mean"]) == 20
     assert "W&B's _step" in info.hparams["steps"] and "grpo_step" in info.hparams["steps"]
+    assert info.hparams["config/steps"] == 20
 
 
 def test_tail_reads_a_crowded_step_metric_as_diagnose_does(tmp_path: Path) -> None:

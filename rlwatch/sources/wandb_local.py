@@ -92,7 +92,7 @@ def load_file(path: str | os.PathLike[str], name: str | None = None) -> RunFrame
     step_metrics: list[tuple[str, str]] = []  # (glob, step metric)
     undecodable = skipped_values = 0
     run_name = name
-    rows: list[tuple[int, int | None, str, float, float]] = []  # step, _step, key, value, wall
+    own: list[int | None] = []  # each row's W&B `_step`, beside `out`'s step-metric steps
     mapped: dict[str, tuple[str, list[int]]] = {}  # key -> its step metric, its steps
     for raw in payloads:
         rec = pb.Record()
@@ -111,7 +111,9 @@ def load_file(path: str | os.PathLike[str], name: str | None = None) -> RunFrame
                 except json.JSONDecodeError:
                     skipped_values += 1
             step = rec.history.step.num if rec.history.HasField("step") else row.get("_step")
+            own_step = int(step) if isinstance(step, int | float) else None
             wall = row.get("_timestamp")
+            wall = float(wall) if isinstance(wall, int | float) else math.nan
             media = tuple(k[: -len("_type")] for k in row if k.endswith("/_type"))
             for key, value in row.items():
                 if key.startswith("_") or (media and key.startswith(media)):
@@ -132,15 +134,8 @@ def load_file(path: str | os.PathLike[str], name: str | None = None) -> RunFrame
                 if not isinstance(s, int | float):
                     skipped_values += 1
                     continue
-                rows.append(
-                    (
-                        int(s),
-                        int(step) if isinstance(step, int | float) else None,
-                        key,
-                        math.nan if value is None else float(value),
-                        float(wall) if isinstance(wall, int | float) else math.nan,
-                    )
-                )
+                out.add(int(s), key, math.nan if value is None else float(value), wall)
+                own.append(own_step)
                 if by is not None and by != key:  # the step metric itself repeats freely
                     mapped.setdefault(key, (by, []))[1].append(int(s))
         elif kind == "metric" and rec.metric.step_metric:
@@ -165,15 +160,13 @@ def load_file(path: str | os.PathLike[str], name: str | None = None) -> RunFrame
     crowded = _crowded(mapped)
     if crowded is not None:  # a step metric many logs share: W&B's own row counter instead
         key, metric, n, total = crowded
+        if "steps" in hparams:  # the run's own config entry keeps its value, renamed
+            hparams["config/steps"] = hparams.pop("steps")
         hparams["steps"] = (
             f"W&B's _step: {n} of {total} logs of {key} share a value of its step metric "
             f"{metric} with the log before"
         )
-    for s, own, key, value, wall in rows:
-        if crowded is None:
-            out.add(s, key, value, wall)
-        elif own is not None:
-            out.add(own, key, value, wall)
+        _restep(out, own)
     if undecodable:
         warnings.append(f"{p}: {undecodable} record(s) could not be decoded")
     if skipped_values:
@@ -184,6 +177,16 @@ def load_file(path: str | os.PathLike[str], name: str | None = None) -> RunFrame
         run_name or p.stem, SOURCE, str(p), files=[str(p)], hparams=hparams, warnings=warnings
     )
     return out.frame(info)
+
+
+def _restep(out: Rows, own: list[int | None]) -> None:
+    """Put each row at its W&B `_step`, dropping the rows that have none."""
+    keep = [i for i, o in enumerate(own) if o is not None]
+    if len(keep) < len(own):
+        out.codes = [out.codes[i] for i in keep]
+        out.values = [out.values[i] for i in keep]
+        out.walls = [out.walls[i] for i in keep]
+    out.steps = [o for o in own if o is not None]
 
 
 def _crowded(mapped: dict[str, tuple[str, list[int]]]) -> tuple[str, str, int, int] | None:
