@@ -15,6 +15,7 @@ worse from the first such step. Verdicts fired in the candidate but not in the b
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -305,20 +306,15 @@ def _one_run(frame: Any, target: str) -> Any:
     return frame
 
 
-def _one_folder(target: str, log_format: str | None) -> None:
-    """A local folder holding several runs is refused from its walk (discovery reads only each
+def _one_folder(target: str, addresses: list[str]) -> None:
+    """A folder holding several runs is refused from its walk (discovery reads only each
     file's head), not after every run in it is loaded."""
-    import os
-
     from rlwatch.errors import UsageError
-    from rlwatch.sources import discover
 
-    if not os.path.isdir(target):
-        return
-    runs = [f.name for f in discover(target, log_format).runs]
-    if len(runs) > 1:
+    if len(addresses) > 1:
+        names = [os.path.relpath(a, target) if os.path.isdir(target) else a for a in addresses]
         raise UsageError(
-            f"{target} holds {len(runs)} runs ({', '.join(runs[:5])}); "
+            f"{target} holds {len(addresses)} runs ({', '.join(names[:5])}); "
             "diff compares one run with one run: point at the run itself"
         )
 
@@ -346,11 +342,16 @@ def run_diff(
     if opts.align not in ("auto", "step", "fraction"):
         raise UsageError(f"--align {opts.align!r}: use auto, step or fraction")
     ruleset = choose(load_rules(rules), select, ignore)
-    for target in (baseline, candidate):  # a folder of runs: said before anything is read
-        _one_folder(target, log_format)
-    bframe = _one_run(load([baseline], log_format=log_format, tracking_uri=tracking_uri), baseline)
+    # a folder of several runs is said before anything is read
+    bframe = _one_run(
+        load([baseline], log_format=log_format, tracking_uri=tracking_uri, before_read=_one_folder),
+        baseline,
+    )
     cframe = _one_run(
-        load([candidate], log_format=log_format, tracking_uri=tracking_uri), candidate
+        load(
+            [candidate], log_format=log_format, tracking_uri=tracking_uri, before_read=_one_folder
+        ),
+        candidate,
     )
     breport = build(bframe, ruleset, fail_on=opts.fail_on)
     creport = build(cframe, ruleset, fail_on=opts.fail_on, series=True)

@@ -124,6 +124,7 @@ def test_text_markdown_and_exit_codes():
 def test_diff_of_a_folder_of_runs_is_a_usage_error(tmp_path):
     r = CliRunner().invoke(app, ["diff", HEALTHY, str(ROOT / "fixtures")])
     assert r.exit_code == 2
+    assert "diff compares one run with one run" in r.output and "Traceback" not in r.output
 
 
 def test_diagnose_with_baseline(runs):

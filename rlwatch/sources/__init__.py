@@ -554,12 +554,15 @@ def load(
     tracking_uri: str | None = None,
     workers: int | None = None,
     timeout: float | None = None,
+    before_read: Callable[[str, list[str]], None] | None = None,
 ) -> RunFrame:
     """Read every run of every target (in parallel) into one RunFrame.
 
     The same run given twice is read once; run names are made unique. A run under a folder
     target that cannot be read is listed in `frame.skipped` with the reason; a target that
-    cannot be read at all, or a folder with no readable run, is a SourceError.
+    cannot be read at all, or a folder with no readable run, is a SourceError. `before_read`,
+    if given, sees each target and the addresses of the runs found in it before any is read
+    (it may raise: `diff` refuses a folder of several runs from its walk).
     """
     if isinstance(targets, str | os.PathLike):
         targets = [os.fspath(targets)]
@@ -580,6 +583,8 @@ def load(
                 f"{t}: no TensorBoard event files and no readable logs in it or below{why} — "
                 "give a folder or file holding runs (event files, .wandb, logs)"
             )
+        if before_read is not None:
+            before_read(t, [address for _key, address, _loader in loaders])
         for key, address, loader in loaders:
             if key in seen:
                 continue
