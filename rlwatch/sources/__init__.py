@@ -170,6 +170,7 @@ def each_run(runs: list[Found]) -> list[Found]:
             if f.log_format in (None, "csv"):
                 listed = [(r, r) for r in logs.export_runs(f.paths[0])]
                 listed = listed if len(listed) > 1 else []
+                listed = listed or [(r, r) for r in logs.stacked_runs(f.paths[0])]
         if not listed:
             out.append(f)
             continue

@@ -150,13 +150,15 @@ class FileTail:
         end = data.rfind(b"\n")
         if self.cr:
             end = max(end, data.rfind(b"\r"))
-        if end < 0:
-            self.pending = data if len(data) <= MAX_LINE else b""
-            return b""
         self.pending = data[end + 1 :]
         if len(self.pending) > MAX_LINE:  # a line too long to hold: dropped, not kept growing
             self.pending = b""
-        return data[: end + 1]
+        done = data[: end + 1]
+        if self.path.suffix == ".ipynb" and self.pending.rstrip().endswith(b"}"):
+            # a notebook's JSON ends on its closing `}` without a newline (all of a notebook
+            # saved on one line): complete, as the batch reader takes it
+            done, self.pending = done + self.pending + b"\n", b""
+        return done
 
     def _from_copy(self) -> tuple[bytes, Path | None]:
         consumed = self.offset

@@ -53,6 +53,7 @@ LOG_SUFFIXES = {
     ".ndjson",
     ".ipynb",
     ".csv",
+    ".tsv",
     ".md",
     ".html",
 }
@@ -105,6 +106,8 @@ def sniff(path: Path, head: str | None = None) -> str:
     given = head is not None
     if head is None:
         head = _head(path)
+    if path.suffix == ".ipynb":  # saved as one line of JSON: its output lines, a line each
+        head = _text.nb_split(head)
     try:
         fmt = _sniff(path, head)
         if fmt == "kv-pairs" and path.suffix in PAGES and not given and len(head) >= HEAD // 2:
@@ -206,7 +209,7 @@ def _sniff(path: Path, head: str) -> str:
         and _text.sniff_notebook(head)
     ):
         return "notebook-table"
-    if path.suffix in (".csv", ".txt") and _text.sniff_csv(lines[:6]):
+    if path.suffix in (".csv", ".tsv", ".txt") and _text.sniff_csv(lines[:6]):
         return "csv"
     fmt = _sniff_lines(lines, head)
     if fmt is not None:
@@ -444,6 +447,35 @@ def export_runs(path: Path) -> list[str]:
     line = head.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
     header = _text._csv_header(line)
     return [] if header is None else _text.export_runs(header)
+
+
+MAX_STACKED = 64 << 20  # a CSV of several runs' rows is scanned for its runs up to this size
+
+
+def stacked_runs(path: Path) -> list[str]:
+    """The runs a CSV holds one after another, told apart by a column naming each row's run
+    (`experiment,step,reward` with `baseline` rows, then `softmax` rows: _text.RUN_COLUMNS),
+    in order; none when it names fewer than two (or the file is no such CSV)."""
+    import csv
+
+    if path.suffix.lower() not in (".csv", ".tsv"):
+        return []
+    try:
+        if path.stat().st_size > MAX_STACKED:
+            return []
+        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+            reader = csv.reader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+            header = _text._header_cells(next(reader, []))
+            at = _text.run_column(header) if header is not None else None
+            if at is None or header is None:
+                return []
+            seen: dict[str, None] = {}
+            for row in reader:
+                if len(row) == len(header) and row[at].strip() and not _text._number(row[at]):
+                    seen.setdefault(row[at].strip(), None)
+    except (OSError, csv.Error, ValueError):
+        return []
+    return list(seen) if len(seen) > 1 else []
 
 
 # a project's own documents are never runs in a folder walk (a README may quote a log line);

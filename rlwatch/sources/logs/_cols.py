@@ -305,6 +305,7 @@ class Blocks:
     ):
         self.path, self.offset, self.block, self.binary = path, offset, block or BLOCK, binary
         self.cr = cr  # a carriage return ends a record too (tqdm's redraws of one bar)
+        self.document = str(path).endswith(".ipynb")  # ends on its closing `}`, no newline
         self.partial = 0
         self.long_lines = 0
         self._dropping = False  # inside a line too long to hold
@@ -338,8 +339,15 @@ class Blocks:
         return b""
 
     def _finish(self, carry: bytes) -> None:
-        # a notebook's JSON ends on its closing `}` without a newline: no line being written
-        self.partial = 0 if self._dropping or carry.strip() == b"}" else len(carry)
+        self.partial = 0 if self._dropping else len(carry)
+
+    def _last_line(self, carry: bytes) -> bytes:
+        """A notebook's JSON ends on its closing `}` without a newline: that last line (all of
+        a notebook saved on one line) is complete, and read; else nothing."""
+        if self.document and not self._dropping and carry.rstrip().endswith(b"}"):
+            self.offset += len(carry)
+            return carry + b"\n"
+        return b""
 
     def __iter__(self) -> Iterator[Any]:
         carry = b""
@@ -356,6 +364,11 @@ class Blocks:
             self.offset += cut + 1
             yield chunk if self.binary else chunk.decode("utf-8", "replace")
             self.lineno += chunk.count(b"\n")
+        last = self._last_line(carry)
+        if last:
+            carry = b""
+            yield last if self.binary else last.decode("utf-8", "replace")
+            self.lineno += 1
         self._finish(carry)
 
     def line_lists(self) -> Iterator[list[Any]]:
@@ -402,6 +415,11 @@ class Blocks:
                 yield parts
                 self.lineno += len(parts)
                 del parts
+        last = self._last_line(carry)
+        if last:
+            carry = b""
+            yield [last[:-1]]
+            self.lineno += 1
         self._finish(carry)
 
 

@@ -9,6 +9,7 @@ by a look-behind, and ends found with str methods rather than by backtracking.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import re
 from array import array
@@ -32,14 +33,24 @@ NOT_METRICS = re.compile(r"(?:[\w)\]']:\s+|=\s*|[(,]\s*|\.{3,}\s*)$")
 
 def _dict_start(line: str) -> int:
     """Where the line's printed dict starts (after any tqdm bar, carriage return, ANSI colour or
-    logging prefix), or -1: none, or the value of a `label: {...}`."""
+    logging prefix), or -1: none, or the value of a `label: {...}` (but `Step 12: {...}`)."""
     m = DICT_START.search(line)
     if not m:
         return -1
     head = line[: m.start()]
     if "\r" in head:
         head = head[head.rfind("\r") + 1 :]
-    return -1 if NOT_METRICS.search(head[-100:]) else m.start()
+    head = head[-100:]
+    if NOT_METRICS.search(head) and not HEAD_STEP.search(head):
+        return -1
+    return m.start()
+
+
+def head_step(line: str, start: int) -> str | None:
+    """The digits of a step counter printed before a dict (`step 120 {...}`, `Step 120/500:
+    {...}`), or None."""
+    counters = list(STEP_COUNTER.finditer(line, max(0, start - 200), start))
+    return counters[-1].group(1) if counters else None
 
 
 def find_dict(line: str) -> str | None:
@@ -132,6 +143,7 @@ class PythonDicts:
             return
         if "\x1b" in text:
             text = ANSI.sub("", text)
+        text = nb_split(text)
         for line in lines(text):
             if self.held is not None:
                 self._place(bar_counter(line))
@@ -146,7 +158,7 @@ class PythonDicts:
         if start >= 0:
             end = line.rfind("}")
             if end > start:
-                self.record(line[start : end + 1])
+                self.record(line[start : end + 1], head_step(line, start))
             else:
                 self._open(line[start:], tentative=False)
             return
@@ -196,7 +208,8 @@ class PythonDicts:
         if "{" in rest:
             self._line(rest)
 
-    def record(self, body: str) -> None:
+    def record(self, body: str, counter: str | None = None) -> None:
+        """One printed dict; `counter`: the digits of a step counter printed before it."""
         cols = self.cols
         d = literal_dict(body)
         if d is None:
@@ -212,6 +225,8 @@ class PythonDicts:
             cols.skip("printed dicts without a number")
             return
         step = cols.step(d["step"]) if _int_like(d.get("step")) else None
+        if step is None and counter is not None:  # `step 120 {...}`: the line's own counter
+            step = cols.step_text(counter)
         digits = swift_step(d.get(SWIFT_STEP)) if step is None else None
         if digits is not None:  # ms-swift's console: its progress "N/M" is the step
             step = cols.step_text(digits)
@@ -540,6 +555,36 @@ def _header(line: str) -> bool:
     )
 
 
+# a markdown table of one's own (`| epoch | step | loss | acc |` under a `|---|` line), pasted
+# into a write-up: a column named like a step (CSV_STEPS) and at least two more
+TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)+\|?\s*$")
+
+
+def _step_table(line: str, after: str) -> bool:
+    """Whether `line` heads a markdown table of its own with a step column (`after`: the
+    line after it, the table's rule)."""
+    if "|" not in line or not TABLE_RULE.match(after):
+        return False
+    cells = _cells(line)
+    return (
+        len(cells) >= 3
+        and all(cells)
+        and not any(_number(c) for c in cells)
+        and _step_column(cells) is not None
+    )
+
+
+def _step_column(header: list[str]) -> int | None:
+    """The step's column of a progress table: the model card's `Step`, the first column of
+    transformers' tables, or a column named like a step in a table of one's own."""
+    if header[:3] == MODEL_CARD:
+        return 2
+    if header[0] in FIRST_COLUMNS and len(header) > 1 and header[1] == "Training Loss":
+        return 0
+    lower = [h.lower() for h in header]
+    return next((lower.index(n) for n in CSV_STEPS if n in lower), None)
+
+
 def _cells(line: str) -> list[str]:
     s = line.strip()
     if s.startswith("|"):
@@ -564,14 +609,17 @@ def notebook_tables(text: str) -> list[list[list[str]]]:
                 tables.append([table[0], *(r for r in table[1:] if len(r) == len(table[0]))])
         if tables:
             return tables
-    for line in text.splitlines():
-        if _header(line):
+    text_lines = text.splitlines()
+    for i, line in enumerate(text_lines):
+        if _header(line) or (
+            i + 1 < len(text_lines) and "|" in line and _step_table(line, text_lines[i + 1])
+        ):
             tables.append([_cells(line)])
             continue
         if not tables:
             continue
         cells = _cells(line)
-        at = 2 if tables[-1][0][:3] == MODEL_CARD else 0  # the step's column
+        at = _step_column(tables[-1][0]) or 0
         if len(cells) == len(tables[-1][0]) and cells[at].replace(".", "", 1).isdigit():
             tables[-1].append(cells)
     return tables
@@ -623,11 +671,15 @@ def read_notebook(text: str, cols: Cols, path: str) -> None:
     last = text.rstrip("\r\n ").rsplit("\n", 1)[-1].strip()
     if not text.endswith("\n") and last.startswith("|") and len(_cells(last)) != len(header):
         cols.skip("table rows cut short at the end of the file (still being written?)")
-    at = header.index("Step") if header[:3] == MODEL_CARD else 0  # the step's column
-    keys = ["epoch" if h == "Epoch" and at else column_key(h) for h in header]
-    if header[0] == "Epoch":
+    at = _step_column(header) or 0
+    own = "Training Loss" not in header  # a table of one's own: its names as written
+    if own:
+        keys = [re.sub(r"\s*/\s*", "/", h.strip()) for h in header]
+    else:
+        keys = ["epoch" if h == "Epoch" and at else column_key(h) for h in header]
+    if header[0] == "Epoch" and not own:
         cols.facts["steps"] = "epochs (the table's first column)"
-    if at:
+    if header[:3] == MODEL_CARD:
         cols.facts["table"] = "a model card's training results (a row per evaluation)"
     for row in body:
         try:
@@ -650,12 +702,15 @@ def sniff_notebook(head: str) -> bool:
         return bool(
             re.search(r"<th>[ \t]*(?:Step|Epoch)[ \t]*</th>[\s\\n\",]{0,80}<th>Training Loss", head)
         )
-    return any(_header(ln) for ln in head.splitlines()[:2000])
+    if any(_header(ln) for ln in head.splitlines()[:2000]):
+        return True
+    return any(len(t) > 3 for t in notebook_tables(head))  # a table of one's own: 3 rows
 
 
 # -- custom trainers: `Name: number` pairs with a step counter -----------------------------
 NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])|[-+]?(?:nan|inf)(?!\w)"
-PAIR = re.compile(rf"(?<![\w/.@\[\]-])([A-Za-z_][\w/.@\-]*)\s*[:=]\s*({NUM})(%?)", re.I)
+# (a name after a colon is a source location's, `__main__:train:45`, as loguru prints it)
+PAIR = re.compile(rf"(?<![\w/.@\[\]:-])([A-Za-z_][\w/.@\-]*)\s*[:=]\s*({NUM})(%?)", re.I)
 # blanks between a counter's label and its number: bounded, so a label followed by a megabyte of
 # blanks and no number is given up in constant time (an unbounded \s* backtracks through them all)
 SP = r"\s{0,64}"
@@ -667,6 +722,10 @@ STEP_COUNTER = re.compile(
     r"[gsi](?<![\w/].)(?:(?<=g)lobal[_ ]?[si]|)(?:(?<=s)tep|(?<=i)ter|(?<=i)teration)\b"
     rf"{SP}(?:[:=#]{SP})?(?:\[{SP})?(\d+)",
     re.I,
+)
+# a step counter right before a printed dict: `Step 120: {`, `[step 120/500] {`
+HEAD_STEP = re.compile(
+    STEP_COUNTER.pattern + r"(?:[ \t]{0,8}/[ \t]{0,8}\d+)?[ \t\])]{0,8}[:|,-]?[ \t]{0,8}$", re.I
 )
 COUNTERS = (
     # (120/9751) -- a step out of the total, after an epoch counter
@@ -680,6 +739,16 @@ COUNTERS = (
     # `  120/9751 | loss=...`: a bare counter opening the line (after any [name] prefixes)
     re.compile(r"^[ \t]{0,64}(?:\[[^\]\n]{0,200}\][ \t]{0,64}){0,4}(\d+)[ \t]*/[ \t]*\d+(?![\d.])"),
 )
+# a loop's own counter, taken only in a file where none of the above counts its lines:
+# `Episode 12 | reward: ...`, `Batch 12/500: loss=...`, `Update 12: ...`, `train_step=12 ...`,
+# `Epoch 3/10 - loss: ...` (a loop that logs once an epoch)
+OWN_COUNTER = re.compile(
+    rf"(?<![\w/])([a-z]{{1,16}}_step|episode|batch|update|round|rollout)\b{SP}"
+    rf"(?:[:=#]{SP})?(?:\[{SP})?(\d+)(?:[ \t]{{0,4}}/[ \t]{{0,4}}(\d+))?",
+    re.I,
+)
+# ... the epoch's, when the line names no inner counter
+EPOCH_COUNTER = re.compile(OWN_COUNTER.pattern.replace("|rollout)", "|rollout|epoch)"), re.I)
 # `pass 1/4 step 3/128 lr 4.997e-06 reward 0.034`: pairs without a separator, taken only from a
 # line made of nothing else (a `/total` after a number belongs to its counter)
 SPACED = re.compile(
@@ -749,11 +818,16 @@ class KeyValues:
         # the logs lead the count (set_postfix, then update: the first logs are drawn at 0)
         self.bar: int | None = None
         self.bar_leads = False
+        self.counted = False  # a line was read at one of COUNTERS (OWN_COUNTER is not tried)
+        # OWN_COUNTER's steps: its last count, and what is added to it (a count that goes back
+        # is a new epoch's: after the epochs before it)
+        self.own_last: int | None = None
+        self.own_base = 0
 
     def feed(self, text: str, lineno: int = 0) -> None:
         if "\x1b" in text:
             text = ANSI.sub("", text)
-        for line in _redraws(text):
+        for line in _redraws(nb_split(text)):
             line = unwrap(line)
             if self.line(line):
                 if not self.on_bar:
@@ -819,6 +893,8 @@ class KeyValues:
             found = pat.search(line)
             if found:
                 break
+        if found is None and not self.counted:
+            found = OWN_COUNTER.search(line) or EPOCH_COUNTER.search(line)
         if found is None:
             return False
         if "pid=" in line:  # Ray's `(VllmGenerationWorker pid=588925, ip=10.0.0.1)` prefix
@@ -832,16 +908,22 @@ class KeyValues:
                 for m in PAIR.finditer(line)
                 if not RATE.match(line, m.end()) and not m.group(1).endswith(SOURCE_SUFFIXES)
             ]
-        if not found_pairs and not SPACED.sub("", line).strip(" \t|,;"):
-            found_pairs = SPACED.findall(line)
+        if not found_pairs and not SPACED.sub("", line).strip(" \t|,;:"):
+            found_pairs = SPACED.findall(line)  # `step 12: loss 0.31 reward 0.2`
         if not found_pairs:
             found_pairs = _word_items(line[found.end() :])
+        if not found_pairs and '{"' in line:
+            found_pairs = _json_items(line, found.end())
+        own = found.re in (OWN_COUNTER, EPOCH_COUNTER)
+        word = found.group(1).lower() if own else "epoch"
         pairs = [
             (k, float(v) / 100 if pct else float(v))  # 62.5% is 0.625
             for k, v, pct in found_pairs
-            if k.lower() not in COUNTER_NAMES and k.lower() != "epoch"
+            if k.lower() not in COUNTER_NAMES and k.lower() not in ("epoch", word)
         ]
         self.on_bar = found.re is BAR_COUNTER
+        if len(pairs) < 2 and own:
+            return False
         if len(pairs) < 2:
             # a block's header opens a block; a line naming a later step closes the open one
             # (NeMo RL's `Starting validation at step 10...` inside step 10's block leaves it,
@@ -854,7 +936,11 @@ class KeyValues:
             return False
         if found.re is BAR_COUNTER and self._postfix_redraw(int(found.group(1))):
             return True  # the logs of the next step, drawn at this count: read at the next
-        step = self.cols.step_text(found.group(1))
+        if own:
+            step = self._own_step(found)
+        else:
+            step = self.cols.step_text(found.group(1))
+            self.counted = True
         if step is None:
             return False
         # a step that counts within an epoch (`Epoch:[e/E](n/N)`) or within one episode's bar:
@@ -869,6 +955,19 @@ class KeyValues:
         self.cols.add_row(step, array("i", [code(k) for k, _ in pairs]), [v for _, v in pairs])
         self.last = step
         return True
+
+    def _own_step(self, found: re.Match[str]) -> int | None:
+        """The step of a line counted by the loop's own counter (OWN_COUNTER): its count, after
+        the counts before it when it goes back (`Batch 3/500` of a second epoch is step 503;
+        without a total, it follows the last count)."""
+        n = self.cols.step_text(found.group(2))
+        if n is None:
+            return None
+        if self.own_last is not None and n < self.own_last:
+            total = found.group(3)
+            self.own_base += int(total) if total and len(total) < 12 else self.own_last
+        self.own_last = n
+        return self.own_base + n
 
     def _postfix_redraw(self, count: int) -> bool:
         """Whether a bar's redraw repeats its count with the next step's logs. A trainer
@@ -907,9 +1006,47 @@ def _word_items(rest: str) -> list[tuple[str, str, str]]:
     return out if len(out) >= 2 else []
 
 
+def _json_items(line: str, start: int) -> list[tuple[str, str, str]]:
+    """`Step 12: {"loss": 0.31, "reward": 0.2}`: the numbers of a JSON object printed after
+    the counter (a nested object's keys joined by `/`)."""
+    i, j = line.find('{"', start), line.rfind("}")
+    if i < 0 or j < i or j - i > 100_000:
+        return []
+    try:
+        obj = json.loads(line[i : j + 1])
+    except (ValueError, RecursionError):
+        return []
+    out: list[tuple[str, str, str]] = []
+
+    def walk(d: dict[str, Any], prefix: str) -> None:
+        for k, v in d.items():
+            if isinstance(v, dict) and not prefix:
+                walk(v, f"{k}/")
+            elif isinstance(v, int | float) and not isinstance(v, bool):
+                out.append((prefix + k, repr(float(v)), ""))
+
+    if isinstance(obj, dict):
+        walk(obj, "")
+    return out
+
+
 # the split an item's first word names: its key is the rest (`eval/` for held-out data)
 SPLIT_WORDS = {"train": False, "training": False, "val": True, "valid": True}
 SPLIT_WORDS |= {"validation": True, "eval": True, "evaluation": True, "test": True}
+
+
+# a notebook saved as one line of JSON: where one output line's string ends and the next
+# begins (`...\n","{'loss': ...`), or an output's text opens (`"text":["`)
+NB_JOIN = re.compile(r'(\\n",|"text": ?\[)[ \t]{0,8}(?=")')
+
+
+def nb_split(text: str) -> str:
+    """A notebook saved as one line of JSON (Kaggle, Colab) with its output lines each put on
+    a line of their own, as an indented notebook holds them (`"{'loss': 0.3}\\n",`), for
+    the line readers; any other text as it is."""
+    if '\\n","' not in text and '\\n", "' not in text:
+        return text
+    return NB_JOIN.sub(lambda m: m.group(1) + "\n", text)
 
 
 def unwrap(line: str) -> str:
@@ -1028,11 +1165,17 @@ CSV_EXTREMES = re.compile(r"__(?:MIN|MAX|min|max)$")  # W&B export's band column
 CSV_PREFIX = re.compile(r"^(.+?) - (.+)$")  # W&B export: "<run name> - <metric>"
 
 
+def delimiter(line: str) -> str:
+    """A tab for a header of tab-separated names (a .tsv, Spinning Up's progress.txt), else a
+    comma."""
+    return "\t" if "\t" in line and "," not in line else ","
+
+
 def _csv_header(line: str) -> list[str] | None:
     import csv
 
     try:
-        (cells,) = list(csv.reader([line]))
+        (cells,) = list(csv.reader([line], delimiter=delimiter(line)))
     except (csv.Error, ValueError):
         return None
     return _header_cells(cells)
@@ -1068,11 +1211,22 @@ def sniff_csv(lines_: list[str]) -> bool:
     rows = []
     for line in lines_[1:6]:
         try:
-            rows += list(csv.reader([line]))
+            rows += list(csv.reader([line], delimiter=delimiter(lines_[0])))
         except csv.Error:  # a cell past csv's field limit, a stray quote: not a row
             continue
     cells = [c.strip() for r in rows if len(r) == len(header) for c in r]
     return bool(cells) and sum(map(_number, cells)) >= 0.5 * len(cells) >= 1
+
+
+# a column naming the run of each row, in a CSV of several runs' rows one after another
+RUN_COLUMNS = {"experiment", "exp", "exp_name", "experiment_name", "run", "run_name", "variant"}
+RUN_COLUMNS |= {"method", "config", "condition", "setting", "algorithm", "algo"}
+
+
+def run_column(header: list[str]) -> int | None:
+    """Where the header names a column of run names (RUN_COLUMNS), or None."""
+    lower = [h.strip().lower() for h in header]
+    return next((i for i, h in enumerate(lower) if h in RUN_COLUMNS), None)
 
 
 def export_runs(header: list[str]) -> list[str]:
@@ -1099,7 +1253,9 @@ class Csv:
         self.header: list[str] | None = None
         self.keys: list[str | None] = []
         self.step_at: int | None = None
+        self.run_at: int | None = None  # of a CSV of several runs' rows: the run column
         self.rows = 0
+        self.delimiter: str | None = None  # decided by the header line
 
     def _start(self, header: list[str]) -> None:
         self.header = header
@@ -1111,12 +1267,14 @@ class Csv:
         names: list[str | None] = [
             m.group(2) if m else h for m, h in zip(matches, header, strict=True)
         ]
-        if self.run is not None:  # one run of a W&B export of several: its columns
+        if self.run is not None and not export_runs(header):  # rows naming their run
+            self.run_at = run_column(header)
+        if self.run is not None and self.run_at is None:  # one run of a W&B export: its columns
             names = [m.group(2) if m and m.group(1) == self.run else None for m in matches]
         elif len({m.group(1) for m in matches if m}) != 1:  # one run's "<run> - " dropped
             names = list(header)
         self.keys = [
-            None if i == self.step_at or CSV_EXTREMES.search(h) else n
+            None if i in (self.step_at, self.run_at) or CSV_EXTREMES.search(h) else n
             for i, (h, n) in enumerate(zip(header, names, strict=True))
         ]
 
@@ -1132,7 +1290,9 @@ class Csv:
                 cols.skip("lines that are not CSV rows")
             else:
                 ok.append(line)
-        reader = csv.reader(ok)
+        if self.delimiter is None and any(x.strip() for x in ok):
+            self.delimiter = delimiter(next(x for x in ok if x.strip()))
+        reader = csv.reader(ok, delimiter=self.delimiter or ",")
         while True:
             try:
                 row = next(reader)
@@ -1150,6 +1310,8 @@ class Csv:
                 if row:
                     cols.skip("CSV rows with another number of cells than the header")
                 continue
+            if self.run_at is not None and row[self.run_at].strip() != self.run:
+                continue  # another run's row
             self.rows += 1
             if self.step_at is None:
                 step = cols.step(self.rows)

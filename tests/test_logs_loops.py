@@ -1,0 +1,269 @@
+"""Log shapes of hand-written training loops and write-ups (the fifteenth search of issue #12),
+each written here as the real code writes it: a printed dict or a JSON object after the loop's
+own step counter, `name value` pairs after `step N:`, loguru's prefix, a notebook saved as one
+line of JSON (Kaggle, Colab), a CSV holding several runs' rows one after another, and a
+markdown table of one's own pasted into a write-up."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from rlwatch.sources import discover, load, logs
+
+
+def _rows(frame) -> dict[tuple[str, int], float]:
+    return {(r.tag, r.step): r.value for r in frame.data.itertuples()}
+
+
+def _followed(tmp_path: Path, name: str, text: str, seed: int) -> dict[tuple[str, int], float]:
+    """The rows `tail` ends with when `name` is written in random bursts, a poll after each."""
+    from rlwatch.api import load_rules
+    from rlwatch.live import Watch
+
+    live = tmp_path / "live"
+    live.mkdir()
+    watch = Watch([str(live)], load_rules(), keep_rows=True, stale_after=1e9, stall_floor=1e9)
+    rng = random.Random(seed)
+    at = 0
+    while at < len(text):
+        n = rng.choice([7, 300, 5000])
+        with open(live / name, "a") as fh:
+            fh.write(text[at : at + n])
+        at += n
+        watch.poll()
+    watch.poll()
+    return {(r.tag, r.step): r.value for r in watch.rows().itertuples()}
+
+
+def test_a_printed_dict_after_the_loops_step_counter_is_at_that_step(tmp_path: Path) -> None:
+    """`print(f"step {step} {metrics}")` every 10 steps: the dict's step is the counter before
+    it, not its ordinal (1, 2, 3 would make a run logged every 10 steps look logged every
+    step); `Step 10: {...}` is a log too, not the value of a label."""
+    for name, head in [("a.log", "step {} "), ("b.log", "Step {}: "), ("c.log", "[step {}/400] ")]:
+        f = tmp_path / name
+        f.write_text(
+            "Updated tokens: {'pad': 0, 'eos': 2}\n"
+            + "".join(
+                head.format(s) + repr({"loss": round(0.7 - s / 1000, 4), "reward": s / 1000}) + "\n"
+                for s in range(10, 410, 10)
+            )
+        )
+        frame = logs.load_file(f)
+        (info,) = frame.runs.values()
+        assert info.source == "python-dicts", name
+        rows = _rows(frame)
+        assert sorted({s for _, s in rows}) == list(range(10, 410, 10)), name
+        assert rows[("reward", 250)] == 0.25 and rows[("loss", 10)] == 0.69, name
+
+
+def test_a_json_object_after_the_loops_step_counter(tmp_path: Path) -> None:
+    """`logger.info(f"Step {step}: {json.dumps(metrics)}")`: the object's numbers at the
+    counter's step, a nested object's keys joined by `/`, booleans and strings left out."""
+    f = tmp_path / "train.log"
+    f.write_text(
+        "2025-05-01 12:00:00 INFO loading model\n"
+        + "".join(
+            f"2025-05-01 12:00:{s % 60:02d} INFO Step {s}: "
+            + json.dumps(
+                {"loss": 0.7 - s / 1000, "reward": {"mean": s / 100, "std": 0.1}, "ok": True}
+            )
+            + "\n"
+            for s in range(5, 105, 5)
+        )
+    )
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    assert info.source == "kv-pairs"
+    rows = _rows(frame)
+    assert rows[("reward/mean", 50)] == 0.5 and rows[("loss", 5)] == pytest.approx(0.695)
+    assert sorted({s for _, s in rows}) == list(range(5, 105, 5))
+    assert not any(t == "ok" for t, _ in rows)
+
+
+def test_name_number_pairs_after_a_counter_and_a_colon(tmp_path: Path) -> None:
+    """`print(f"step {i}: loss {loss:.4f} reward {r:.4f}")`: pairs without separators after
+    `step N:` (the colon is decoration, the line holds nothing else)."""
+    f = tmp_path / "out.txt"
+    f.write_text(
+        "".join(f"step {i}: loss {0.7 - i / 100:.4f} reward {i / 10:.4f}\n" for i in range(1, 9))
+    )
+    frame = logs.load_file(f)
+    assert next(iter(frame.runs.values())).source == "kv-pairs"
+    rows = _rows(frame)
+    assert rows[("reward", 3)] == 0.3 and rows[("loss", 8)] == 0.62
+
+
+def test_loguru_prefix_is_no_pair(tmp_path: Path) -> None:
+    """loguru's default format prints `module:function:line` before the message: `train:45`
+    is a source location, not a metric named `train`, and the message's items are read."""
+    f = tmp_path / "train.log"
+    f.write_text(
+        "".join(
+            f"2024-05-01 12:00:{i:02d}.123 | INFO     | __main__:train:45 - step {i} | "
+            f"loss {0.7 - i / 100:.4f} | reward {i / 10:.4f} | kl {i / 1000:.4f}\n"
+            for i in range(1, 9)
+        )
+    )
+    frame = logs.load_file(f)
+    rows = _rows(frame)
+    assert rows[("reward", 4)] == 0.4 and rows[("kl", 8)] == 0.008
+    assert not any(t == "train" for t, _ in rows)
+
+
+def _one_line_notebook(n: int) -> str:
+    """A notebook as Kaggle and Colab save it: one line of JSON, no newline at its end, the
+    training cell's stdout a list of strings (TRL's printed dicts among warnings)."""
+    out = ["  0% 0/40 [00:00<?, ?it/s]Begin Training\n", "[WARNING|logging.py:329] use_cache\n"]
+    out += [
+        repr({"loss": round(0.1 - i / 1000, 4), "grad_norm": 0.5, "reward": i / 100, "epoch": i})
+        + "\n"
+        for i in range(1, n + 1)
+    ]
+    out.append(repr({"train_runtime": 99.0, "train_loss": 0.05, "epoch": float(n)}) + "\n")
+    nb = {
+        "metadata": {"kernelspec": {"name": "python3"}},
+        "nbformat": 4,
+        "nbformat_minor": 4,
+        "cells": [
+            {"cell_type": "code", "source": ["trainer.train()"], "metadata": {}, "outputs": []},
+            {
+                "cell_type": "code",
+                "source": ["!python grpo.py"],
+                "metadata": {},
+                "execution_count": 3,
+                "outputs": [{"name": "stdout", "output_type": "stream", "text": out}],
+            },
+        ],
+    }
+    return json.dumps(nb, separators=(",", ":"))
+
+
+def test_a_notebook_saved_on_one_line_with_printed_dicts(tmp_path: Path) -> None:
+    """Read as the lines its outputs printed (its last line, all of it, ends on the JSON's
+    `}` without a newline: complete, not a line being written); tail ends with the same rows."""
+    text = _one_line_notebook(40)
+    assert "\n" not in text
+    f = tmp_path / "grpo.ipynb"
+    f.write_text(text)
+    assert logs.sniff(f) == "python-dicts"
+    frame = load(str(f))
+    (info,) = frame.runs.values()
+    rows = _rows(frame)
+    assert len({s for _, s in rows}) == 40
+    assert [rows[("reward", s)] for s in sorted({s for _, s in rows})][:3] == [0.01, 0.02, 0.03]
+    assert not any("incomplete" in w for w in info.warnings)
+    assert _followed(tmp_path, "grpo.ipynb", text, seed=15) == rows
+
+
+def _stacked_csv() -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["experiment", "tau", "step", "mean_reward", "entropy"])
+    for name, tau, n in [("baseline", "", 30), ("softmax_tau0.5", "0.5", 20)]:
+        for s in range(1, n + 1):
+            w.writerow([name, tau, s, round(s / 100 + (0.5 if tau else 0), 3), 1.0])
+    return buf.getvalue()
+
+
+def test_a_csv_of_several_runs_rows_one_after_another(tmp_path: Path) -> None:
+    """A results CSV that stacks experiments (`experiment,tau,step,...`, each experiment's steps
+    from 1): one run per experiment. Read as one run, each step's last write would mix them."""
+    f = tmp_path / "all_experiments.csv"
+    f.write_text(_stacked_csv())
+    found = discover(str(f))
+    assert sorted(r.run for r in found.runs) == ["baseline", "softmax_tau0.5"]
+    frame = load(str(f))
+    assert sorted(frame.runs) == ["baseline", "softmax_tau0.5"]
+    base = frame.data[frame.data["run"] == "baseline"]
+    soft = frame.data[frame.data["run"] == "softmax_tau0.5"]
+    assert base["step"].max() == 30 and soft["step"].max() == 20
+    reward = soft[soft["tag"] == "mean_reward"].sort_values("step")["value"].tolist()
+    assert reward[:2] == [0.51, 0.52]
+    assert set(frame.data["tag"]) == {"mean_reward", "entropy", "tau"}
+    one = tmp_path / "one.csv"
+    one.write_text("experiment,step,reward\n" + "".join(f"a,{s},0.{s}\n" for s in range(1, 6)))
+    assert len(load(str(one)).runs) == 1
+
+
+def test_a_markdown_table_of_ones_own_in_a_write_up(tmp_path: Path) -> None:
+    """A session write-up pastes the run's per-log table with the author's own columns (`|
+    epoch | step | loss | acc |`, step not first) among other tables: read at its step column,
+    the names as written; a table without a step column (`| stage | metric | value |`) is not."""
+    f = tmp_path / "session_summary.md"
+    rows = "".join(
+        f"| {s / 50:.2f}  | {s}   | {0.87 - s / 2000:.4f} | 0.0 | -0.02 |\n"
+        for s in range(10, 110, 10)
+    )
+    f.write_text(
+        "# Session summary\n\nThe run was stopped by the kill switch.\n\n"
+        "| epoch | step | loss   | acc | margins |\n|-------|------|--------|-----|---------|\n"
+        + rows
+        + "\n| stage | metric | value |\n|---|---|---|\n| V3 step 100 | accuracy | 0.000 |\n"
+    )
+    assert logs.sniff(f) == "notebook-table"
+    frame = load(str(f))
+    got = _rows(frame)
+    assert sorted({s for _, s in got}) == list(range(10, 110, 10))
+    assert got[("loss", 50)] == pytest.approx(0.845) and got[("margins", 100)] == -0.02
+    assert got[("epoch", 100)] == 2.0
+
+
+def test_a_tab_separated_metrics_file(tmp_path: Path) -> None:
+    """`metrics.tsv` (and a `.txt` of tab-separated columns): a CSV with tabs."""
+    for name in ("metrics.tsv", "progress.txt"):
+        f = tmp_path / name
+        f.write_text(
+            "step\tloss\treward\tkl\n"
+            + "".join(f"{s}\t{0.7 - s / 100:.4f}\t{s / 10:.4f}\t0.001\n" for s in range(1, 21))
+        )
+        frame = logs.load_file(f)
+        assert next(iter(frame.runs.values())).source == "csv", name
+        rows = _rows(frame)
+        assert rows[("reward", 7)] == 0.7 and rows[("loss", 20)] == 0.5, name
+
+
+def test_a_loops_own_counter_when_no_step_counts_its_lines(tmp_path: Path) -> None:
+    """`Episode 12 | reward: ...`, `train_step=12 ...`, `Batch 12/50: ...` (a second epoch's
+    batches after the first's: steps 51-100), `Epoch 3/10 - loss: ...` (once an epoch)."""
+    shapes = {
+        "episode.log": ("Episode {s} | reward: {r} | kl: 0.01", range(1, 21)),
+        "train_step.log": ("train_step={s} reward={r} kl=0.01", range(1, 21)),
+        "epochs.log": ("Epoch {s}/20 - reward: {r} - kl: 0.01", range(1, 21)),
+    }
+    for name, (shape, steps) in shapes.items():
+        f = tmp_path / name
+        f.write_text("".join(shape.format(s=s, r=s / 100) + "\n" for s in steps))
+        rows = _rows(logs.load_file(f))
+        assert sorted({s for _, s in rows}) == list(range(1, 21)), name
+        assert rows[("reward", 7)] == 0.07 and not any(t == "train_step" for t, _ in rows), name
+    f = tmp_path / "batches.log"
+    f.write_text(
+        "".join(
+            f"Epoch {e}, Batch {b}/50: loss={0.7 - b / 1000:.4f}, reward={e + b / 100:.2f}\n"
+            for e in (1, 2)
+            for b in range(10, 60, 10)
+        )
+    )
+    rows = _rows(logs.load_file(f))
+    assert sorted({s for _, s in rows}) == [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
+    assert rows[("reward", 60)] == 2.1
+
+
+def test_a_loops_own_counter_is_not_read_where_a_step_counts_the_lines(tmp_path: Path) -> None:
+    """An epoch's summary (`Epoch 1 done: avg_loss=..., avg_reward=...`) among `step N` lines
+    is no log at step 1."""
+    f = tmp_path / "train.log"
+    f.write_text(
+        "".join(f"step {s}: loss={0.7 - s / 100:.3f}, reward={s / 10:.1f}\n" for s in range(1, 9))
+        + "Epoch 1 done: avg_loss=0.5, avg_reward=0.3\n"
+        + "".join(f"step {s}: loss={0.7 - s / 100:.3f}, reward={s / 10:.1f}\n" for s in (9, 10))
+    )
+    rows = _rows(logs.load_file(f))
+    assert not any(t.startswith("avg_") for t, _ in rows)
+    assert rows[("reward", 1)] == 0.1
