@@ -267,3 +267,40 @@ def test_a_loops_own_counter_is_not_read_where_a_step_counts_the_lines(tmp_path:
     rows = _rows(logs.load_file(f))
     assert not any(t.startswith("avg_") for t, _ in rows)
     assert rows[("reward", 1)] == 0.1
+
+
+def test_a_notebooks_own_results_table_does_not_hide_its_printed_logs(tmp_path: Path) -> None:
+    """A notebook whose markdown cell sums results up in a table with a step column, and whose
+    training cell printed the logs: the printed logs are the run (a table of one's own is read
+    only from a page, .md or .html)."""
+    nb = json.loads(_one_line_notebook(20))
+    table = "| step | reward | note |\n|---|---|---|\n" + "".join(
+        f"| {s} | 0.{s} | ok |\n" for s in (5, 10, 15, 20)
+    )
+    nb["cells"].insert(0, {"cell_type": "markdown", "metadata": {}, "source": [table]})
+    f = tmp_path / "grpo.ipynb"
+    f.write_text(json.dumps(nb, indent=1))
+    assert logs.sniff(f) == "python-dicts"
+    assert len({s for _, s in _rows(load(str(f)))}) == 20
+
+
+def test_tensorboards_csv_export_of_a_runs_tags(tmp_path: Path) -> None:
+    """TensorBoard's "download CSV" of each scalar, `run-<run>-tag-<tag>.csv` with `Wall
+    time,Step,Value` (the tag's `/` written `_`): the files of one run are that run, each
+    value under its tag (`train_kl` is TRL's `train/kl`), not a run per file of `Value`s."""
+    d = tmp_path / "exports"
+    d.mkdir()
+    for tag, f in [("train_reward", 0.01), ("train_kl", 0.001), ("train_entropy", -0.01)]:
+        (d / f"run-grpo_logs-tag-{tag}.csv").write_text(
+            "Wall time,Step,Value\n"
+            + "".join(f"{1.7e9 + s * 10.5},{s * 10},{1 + f * s}\n" for s in range(1, 31))
+        )
+    frame = load(str(d))
+    assert list(frame.runs) == ["grpo_logs"]
+    rows = _rows(frame)
+    assert rows[("train_kl", 100)] == pytest.approx(1.01) and ("Value", 10) not in rows
+    from rlwatch import names
+
+    resolved = names.resolve(sorted({t for t, _ in rows}))
+    assert resolved.canonical["kl_ref"] == "train_kl"
+    assert resolved.canonical["entropy"] == "train_entropy"

@@ -206,7 +206,7 @@ def _sniff(path: Path, head: str) -> str:
     if (
         lines
         and (path.suffix in (".html", ".md", ".ipynb") or "<th" in head or "Training Loss" in head)
-        and _text.sniff_notebook(head)
+        and _text.sniff_notebook(head, own=path.suffix in (".md", ".html"))
     ):
         return "notebook-table"
     if path.suffix in (".csv", ".tsv", ".txt") and _text.sniff_csv(lines[:6]):
@@ -234,7 +234,7 @@ def check_format(fmt: str | None) -> None:
         )
 
 
-def _line_parser(fmt: str, cols: Cols, run: str | None = None) -> Any:
+def _line_parser(fmt: str, cols: Cols, run: str | None = None, name: str = "") -> Any:
     if fmt.startswith(USER_REGEX):
         return _text.UserRegex(cols, _text.user_regex(fmt[len(USER_REGEX) :]))
     if fmt == "verl-console":
@@ -244,7 +244,7 @@ def _line_parser(fmt: str, cols: Cols, run: str | None = None) -> Any:
     if fmt == "kv-pairs":
         return _text.KeyValues(cols)
     if fmt == "csv":
-        return _text.Csv(cols, run)
+        return _text.Csv(cols, run, name)
     return _text.PythonDicts(cols)
 
 
@@ -417,7 +417,7 @@ def _read_into(
         if fmt in DOCUMENTS:
             _read_document(p, fmt, cols, warnings)
         else:
-            parser = _line_parser(fmt, cols, run)
+            parser = _line_parser(fmt, cols, run, p.name)
             bars = isinstance(parser, _text.KeyValues)  # a bar's redraw is a record
             blocks = Blocks(p, binary=isinstance(parser, _json.JsonLines), cr=bars)
             if isinstance(parser, _json.JsonLines):
@@ -446,7 +446,10 @@ def export_runs(path: Path) -> list[str]:
         return []
     line = head.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
     header = _text._csv_header(line)
-    return [] if header is None else _text.export_runs(header)
+    if header is None:
+        return []
+    tb = _text.tb_export(path.name, header)  # TensorBoard's export of one of a run's tags
+    return [tb[0]] if tb is not None else _text.export_runs(header)
 
 
 MAX_STACKED = 64 << 20  # a CSV of several runs' rows is scanned for its runs up to this size
@@ -597,7 +600,7 @@ class Follower:
         if self.fmt in DOCUMENTS:
             return self._poll_document()
         if self.parser is None:
-            self.parser = _line_parser(self.fmt, self.cols)
+            self.parser = _line_parser(self.fmt, self.cols, name=self.path.name)
         if self.tail is None:
             from rlwatch.sources._filetail import FileTail
 

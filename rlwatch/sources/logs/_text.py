@@ -596,11 +596,12 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in re.split(r" {2,}", s)]
 
 
-def notebook_tables(text: str) -> list[list[list[str]]]:
+def notebook_tables(text: str, own: bool = False) -> list[list[list[str]]]:
     """The progress tables in a saved notebook output, each header + rows: HTML (also inside
-    an .ipynb or a markdown export), markdown pipe tables, or tables copied as text."""
+    an .ipynb or a markdown export), markdown pipe tables, or tables copied as text; with
+    `own`, markdown tables of one's own with a step column instead (`_step_table`)."""
     tables: list[list[list[str]]] = []
-    if "<th" in text:
+    if "<th" in text and not own:
         parser = _Tables()
         with contextlib.suppress(AssertionError, ValueError):  # html.parser is lenient
             parser.feed(text.replace("\\n", "\n").replace('\\"', '"'))
@@ -611,9 +612,11 @@ def notebook_tables(text: str) -> list[list[list[str]]]:
             return tables
     text_lines = text.splitlines()
     for i, line in enumerate(text_lines):
-        if _header(line) or (
-            i + 1 < len(text_lines) and "|" in line and _step_table(line, text_lines[i + 1])
-        ):
+        if own:
+            heads = i + 1 < len(text_lines) and "|" in line and _step_table(line, text_lines[i + 1])
+        else:
+            heads = _header(line)
+        if heads:
             tables.append([_cells(line)])
             continue
         if not tables:
@@ -629,7 +632,7 @@ def notebook_rows(text: str, skipped: list[str] | None = None) -> list[list[str]
     """Header + rows of the run's progress table: the last one, and the earlier ones with the
     same columns (a training resumed in another cell). A table with other columns is an
     earlier stage (an SFT warm-up before GRPO): left out, and said in `skipped`."""
-    tables = notebook_tables(text)
+    tables = notebook_tables(text) or notebook_tables(text, own=True)
     if not tables:
         return []
     header = tables[-1][0]
@@ -697,14 +700,16 @@ def read_notebook(text: str, cols: Cols, path: str) -> None:
                 cols.add(step, key, x)
 
 
-def sniff_notebook(head: str) -> bool:
+def sniff_notebook(head: str, own: bool = False) -> bool:
+    """A progress table in the head; with `own` (a page: .md, .html), a markdown table of one's
+    own with a step column and at least 3 rows too."""
     if "<th" in head:
         return bool(
             re.search(r"<th>[ \t]*(?:Step|Epoch)[ \t]*</th>[\s\\n\",]{0,80}<th>Training Loss", head)
         )
     if any(_header(ln) for ln in head.splitlines()[:2000]):
         return True
-    return any(len(t) > 3 for t in notebook_tables(head))  # a table of one's own: 3 rows
+    return own and any(len(t) > 3 for t in notebook_tables(head, own=True))
 
 
 # -- custom trainers: `Name: number` pairs with a step counter -----------------------------
@@ -1218,6 +1223,20 @@ def sniff_csv(lines_: list[str]) -> bool:
     return bool(cells) and sum(map(_number, cells)) >= 0.5 * len(cells) >= 1
 
 
+# TensorBoard's "download CSV" of one scalar: `run-<run>-tag-<tag>.csv` (a `/` of either written
+# `_`), header `Wall time,Step,Value`
+TB_EXPORT = re.compile(r"^run-(.+)-tag-(.+)\.csv$", re.I)
+TB_HEADER = ["wall time", "step", "value"]
+
+
+def tb_export(name: str, header: list[str]) -> tuple[str, str] | None:
+    """(run, tag) of a TensorBoard scalar export named `name` with this header, or None."""
+    m = TB_EXPORT.match(name)
+    if m is None or [h.strip().lower() for h in header] != TB_HEADER:
+        return None
+    return m.group(1), m.group(2)
+
+
 # a column naming the run of each row, in a CSV of several runs' rows one after another
 RUN_COLUMNS = {"experiment", "exp", "exp_name", "experiment_name", "run", "run_name", "variant"}
 RUN_COLUMNS |= {"method", "config", "condition", "setting", "algorithm", "algo"}
@@ -1247,7 +1266,7 @@ class Csv:
 
     fmt = "csv"
 
-    def __init__(self, cols: Cols, run: str | None = None):
+    def __init__(self, cols: Cols, run: str | None = None, name: str = ""):
         self.cols = cols
         self.run = run  # of an export of several runs, this run's columns only
         self.header: list[str] | None = None
@@ -1256,6 +1275,7 @@ class Csv:
         self.run_at: int | None = None  # of a CSV of several runs' rows: the run column
         self.rows = 0
         self.delimiter: str | None = None  # decided by the header line
+        self.name = name  # the file's name (a TensorBoard export names its tag there)
 
     def _start(self, header: list[str]) -> None:
         self.header = header
@@ -1277,6 +1297,9 @@ class Csv:
             None if i in (self.step_at, self.run_at) or CSV_EXTREMES.search(h) else n
             for i, (h, n) in enumerate(zip(header, names, strict=True))
         ]
+        tb = tb_export(self.name, header)
+        if tb is not None:  # `Wall time,Step,Value`: the value is the tag the name gives
+            self.keys = [None, None, tb[1]]
 
     def feed(self, text: str, lineno: int = 0) -> None:
         import csv
