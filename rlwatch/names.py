@@ -27,6 +27,9 @@ class Alias:
     # `own: true`: a key too common to mean this metric in anyone else's run (torchtune's
     # `rewards`), tried only when its framework is the one detected
     own: bool = False
+    # `unless: [margin]`: not taken in a run that logs any of these keys (TRL's reward model
+    # logs `mean_reward`, its score of the batch, beside `margin`)
+    unless: tuple[str, ...] = ()
 
     @property
     def pattern(self) -> bool:
@@ -101,7 +104,18 @@ def catalogue(path: str | None = None) -> Catalogue:
                     own = k.get("own", False)
                     if not isinstance(own, bool):
                         raise RuleFileError(f"metric {name!r}: 'own' is true or false", p)
-                    aliases.append(Alias(str(k["key"]), fw, float(k.get("scale", 1.0)), own))
+                    unless = k.get("unless", [])
+                    if not isinstance(unless, list):
+                        raise RuleFileError(f"metric {name!r}: 'unless' is a list of keys", p)
+                    aliases.append(
+                        Alias(
+                            str(k["key"]),
+                            fw,
+                            float(k.get("scale", 1.0)),
+                            own,
+                            tuple(str(u) for u in unless),
+                        )
+                    )
                 else:
                     aliases.append(Alias(str(k), fw))
         evaluation = spec.get("evaluation", False)
@@ -138,9 +152,11 @@ def _forms(key: str) -> list[str]:
     for sane in (mlflow_sanitise(key), _TBX_BAD.sub("_", key)):
         if sane != key and sane not in out:
             out += [sane] + [p + sane for p in WRITER_PREFIXES]
-    flat = flattened(key)  # a table's column: never with a writer's prefix on top
-    if flat is not None and flat not in out:
-        out.append(flat)
+    # a table's column (a CSV written from a flattened dict, TensorBoard's export of a tag
+    # `train/kl` named `..-tag-train_kl.csv`): never with a writer's prefix on top
+    for flat in [flattened(key)] + [flattened(p + key) for p in WRITER_PREFIXES]:
+        if flat is not None and flat not in out:
+            out.append(flat)
     return out
 
 
@@ -231,6 +247,8 @@ def _resolve(tags: tuple[str, ...], cat: Catalogue) -> Resolution:
                 alias.own or (alias.pattern and framework is not None)
             ):
                 continue
+            if any(m.find(u) for u in alias.unless):
+                continue
             hit = next(
                 (
                     t
@@ -257,6 +275,8 @@ def _resolve(tags: tuple[str, ...], cat: Catalogue) -> Resolution:
             ordered = sorted(metric.aliases, key=lambda a: a.framework != framework)
             for alias in ordered:
                 if alias.pattern or (alias.own and alias.framework != framework):
+                    continue
+                if any(folded.get(u.lower()) or m.find(u) for u in alias.unless):
                     continue
                 hit = next(
                     (h for f in _forms(alias.key) if (h := folded.get(f.lower())) is not None), None

@@ -343,7 +343,8 @@ def test_a_capitalised_custom_name_maps_once_every_key_as_written_had_its_turn()
 def test_a_hand_written_loops_common_names() -> None:
     """A loop of one's own (course code, a paper's script) names its metrics as Stable-Baselines
     and CleanRL do: they map with no framework detected. TRL's reward model logs `mean_reward`
-    (its score of the batch, not a policy's reward): no alias takes it."""
+    (its score of the batch, not a policy's reward) beside `margin`: there the alias of a
+    loop's own `mean_reward` is not taken."""
     keys = ["reward", "std_reward", "loss", "grad_norm", "token_entropy", "clip_fraction"]
     r = names.resolve(
         [*keys, "approx_kl", "reference_kl", "avg_response_token_length", "mean_reward"]
@@ -362,6 +363,11 @@ def test_a_hand_written_loops_common_names() -> None:
     }
     rm = names.resolve(["train/accuracy", "train/margin", "train/mean_reward", "train/loss"])
     assert "reward_mean" not in rm.canonical and rm.canonical["rm_accuracy"] == "train/accuracy"
+    rm = names.resolve(["accuracy", "margin", "mean_reward", "min_reward", "loss"])
+    assert "reward_mean" not in rm.canonical
+    loop = names.resolve(["mean_reward", "entropy", "grad_norm", "response_len"])
+    assert loop.canonical["reward_mean"] == "mean_reward"
+    assert loop.canonical["response_length_mean"] == "response_len"
 
 
 def test_a_pattern_takes_no_key_another_metric_names_exactly() -> None:
@@ -371,3 +377,14 @@ def test_a_pattern_takes_no_key_another_metric_names_exactly() -> None:
     r = names.resolve(["loss", "eval/loss", "eval/pass_rate"])
     assert r.framework is None
     assert r.canonical["eval_loss"] == "eval/loss" and r.canonical["val_score"] == "eval/pass_rate"
+
+
+def test_acc_beside_a_policys_preference_logs_is_the_preference_accuracy() -> None:
+    """OpenRLHF's reward model logs `acc`; a write-up's table of an ORPO run abbreviates its
+    `rewards/accuracies` and `rewards/margins` to `acc` and `margins`: beside ORPO's log-odds
+    (or DPO's margins) `acc` is the policy's preference accuracy, not a reward model's."""
+    rm = names.resolve(["loss", "acc", "chosen_reward", "reject_reward"])
+    assert rm.canonical["rm_accuracy"] == "acc"
+    orpo = names.resolve(["loss", "acc", "margins", "log_odds_chosen"])
+    assert "rm_accuracy" not in orpo.canonical
+    assert orpo.canonical["dpo_accuracy"] == "acc" and orpo.canonical["dpo_margin"] == "margins"
