@@ -571,6 +571,19 @@ class Relative(Node):
     >>> when = "relative: {metric: kl_ref, above_factor: 20, first_steps: 3}"
     >>> state(when, kl_ref="0 -0.17 -0.77 5")
     'skipped'
+
+    With `nonzero`, a value of exactly 0 is no level: the early level is the median of the
+    non-zero values among the first `first_steps`. A GRPO run whose batches mostly carry no
+    advantage logs a gradient norm of 0 on them, and its updates' norms are the level.
+
+    >>> when = "relative: {metric: grad_norm, above_factor: 10, first_steps: 4, nonzero: true}"
+    >>> state(when, grad_norm="0.2 0 0 0.2 0 0 5")
+    'firing'
+    >>> state(when, grad_norm="0.2 0 0 0.2 0 0 1")
+    'ok'
+    >>> state("relative: {metric: grad_norm, above_factor: 10, first_steps: 4}",
+    ...       grad_norm="0.2 0 0 0.2 0 0 5")
+    'skipped'
     """
 
     metric: str = param("metric", doc="the metric watched")
@@ -578,6 +591,7 @@ class Relative(Node):
     above_factor: float | None = param("pos", doc="fires when value > above_factor x early")
     first_steps: int = param("int", 10, doc="logged steps that make the early level", per_log=1)
     min_delta: float | None = param("num", doc="smallest |value - early| that counts")
+    nonzero: bool = param("bool", False, doc="the early level leaves out values of exactly 0")
 
     def lookback(self) -> int | None:
         return 0
@@ -594,16 +608,26 @@ class Relative(Node):
         if ctx.early is not None and metric in ctx.early.columns:
             s = ctx.series(metric)
             head = ctx._arrays(ctx.early, metric)
-            if len(head) < first:
-                raise Skip(f"too few steps of {metric!r}: {len(head)} logged, needs {first + 1}")
-            early = head.values[:first]
-            after = s.steps > head.steps[first - 1]
+            hv, hs = head.values, head.steps
         else:
             s = ctx.series(metric, needs=first + 1)
-            early = s.values[:first]
-            after = np.arange(len(s)) >= first
+            hv, hs = s.values, s.steps
+        if len(hv) < first:
+            raise Skip(f"too few steps of {metric!r}: {len(hv)} logged, needs {first + 1}")
+        early = hv[:first]
+        after = s.steps > hs[first - 1]
+        if self.nonzero:
+            early = early[early != 0]
+            if not len(early):
+                raise Skip(f"{metric!r} is exactly 0 on its first {first} logs: no early level")
         # the medians of a metric's first logs, once per run for the rules that share them
-        key = ("early", metric, first, ctx.early is not None and metric in ctx.early.columns)
+        key = (
+            "early",
+            metric,
+            first,
+            ctx.early is not None and metric in ctx.early.columns,
+            self.nonzero,
+        )
         medians = ctx.memo.get(key)
         if medians is None:
             # a warm-up that is not sane (the metric collapses or runs away inside it) must

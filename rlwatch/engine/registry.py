@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 # Upper bounds for every size a rule file can set (a window of 10**12 must not allocate memory).
 MAX_WINDOW = 100_000  # logged steps in any window / count / for / keep_firing_for
-TYPES = ("metric", "int", "num", "pos", "range", "cond", "conds")
+TYPES = ("metric", "int", "num", "pos", "range", "cond", "conds", "bool")
 _MISSING: Any = dataclasses.MISSING
 
 
@@ -349,6 +349,9 @@ def parse(
             if p.type == "pos" and not v > 0:
                 raise fail(pat, f"{p.name} must be > 0, got {body[p.name]!r}")
             _bounded(p, v, pat, fail)
+        elif p.type == "bool":
+            if not isinstance(v, bool):
+                raise fail(pat, f"{p.name} is true or false, got {v!r}")
         elif p.type == "range":
             if not (isinstance(v, list) and len(v) == 2):
                 raise fail(pat, f"{p.name} is [low, high], got {v!r}")
