@@ -60,6 +60,12 @@ KINDS = [
     "loop_jsonl",
     "word_items",
     "nb_prints",
+    "nb_one_line",
+    "own_counter",
+    "json_after_step",
+    "stacked_csv",
+    "tsv",
+    "md_table",
     "rules",
     "config",
     "pyproject",
@@ -278,6 +284,43 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
             "outputs": [{"output_type": "stream", "name": "stdout", "text": text}]}  # fmt: skip
     nb = {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     seeds["nb_prints"] = ("grpo.ipynb", json.dumps(nb, indent=1).encode())
+    # a notebook saved as one line of JSON (Kaggle, Colab), TRL's printed dicts in its output
+    text = [repr({"loss": s / 1e3, "reward": s / 100, "epoch": s / 10}) + "\n"
+            for s in range(1, steps + 1)]  # fmt: skip
+    cell = {"cell_type": "code", "source": ["train()"], "metadata": {}, "execution_count": 1,
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": text}]}  # fmt: skip
+    nb = {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    seeds["nb_one_line"] = ("kaggle.ipynb", json.dumps(nb, separators=(",", ":")).encode())
+    # a loop's own counter (no `step`), a second epoch's batches after the first's
+    own = "".join(
+        f"Epoch {e}, Batch {b}/{steps}: loss={0.7 - b / 1e3:.4f}, reward={b / 100:.3f}\n"
+        for e in (1, 2)
+        for b in range(1, steps + 1)
+    )
+    seeds["own_counter"] = ("train.log", own.encode())
+    # `Step N: {json}` lines through a logging prefix
+    jl = "".join(
+        f"2025-05-01 12:00:00 INFO Step {s}: "
+        + json.dumps({"loss": s / 1e3, "reward": {"mean": s / 100}, "ok": True})
+        + "\n"
+        for s in range(1, steps + 1)
+    )
+    seeds["json_after_step"] = ("run.log", jl.encode())
+    # a results CSV of several experiments' rows, one after another
+    stacked = "experiment,tau,step,mean_reward,entropy\n" + "".join(
+        f"{name},{tau},{s},{s / 100:.3f},1.0\n"
+        for name, tau in (("baseline", ""), ("softmax", "0.5"))
+        for s in range(1, steps + 1)
+    )
+    seeds["stacked_csv"] = ("all_experiments.csv", stacked.encode())
+    tsv = "step\tloss\treward\n" + "".join(
+        f"{s}\t{0.7 - s / 1e3:.4f}\t{s / 100:.3f}\n" for s in range(1, steps + 1)
+    )
+    seeds["tsv"] = ("metrics.tsv", tsv.encode())
+    md = "# Notes\n\n| epoch | step | loss | acc |\n|---|---|---|---|\n" + "".join(
+        f"| {s / 10:.2f} | {s} | {0.8 - s / 1e3:.4f} | 0.5 |\n" for s in range(1, steps + 1)
+    )
+    seeds["md_table"] = ("session_summary.md", md.encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])
