@@ -95,3 +95,29 @@ groups:
           threshold: {metric: loss, above: 5}
         summary: "loss {value:.3g}"
 """
+
+
+def followed_rows(
+    tmp_path: Path, name: str, parts: list[str], sizes: list[int], seed: int
+) -> dict[tuple[str, int], float]:
+    """The rows `tail` ends with when the file `name` is written part after part, each in
+    random bursts of `sizes` with a poll after each: each (tag, step)'s last write delivered."""
+    import random
+
+    from rlwatch.api import load_rules
+    from rlwatch.live import Watch
+
+    live = tmp_path / "live"
+    live.mkdir()
+    watch = Watch([str(live)], load_rules(), keep_rows=True, stale_after=1e9, stall_floor=1e9)
+    rng = random.Random(seed)
+    for part in parts:
+        at = 0
+        while at < len(part):
+            n = rng.choice(sizes)
+            with open(live / name, "a") as fh:
+                fh.write(part[at : at + n])
+            at += n
+            watch.poll()
+    watch.poll()
+    return {(r.tag, r.step): r.value for r in watch.rows().itertuples()}

@@ -12,6 +12,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
+from conftest import followed_rows
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -73,32 +74,6 @@ def test_transformers_console_with_every_float_printed_as_a_string(tmp_path: Pat
     assert info.hparams["summary/train_runtime"] == 12.5
 
 
-def _followed_rows(
-    tmp_path: Path, name: str, parts: list[str], sizes: list[int], seed: int
-) -> dict[tuple[str, int], float]:
-    """The rows `tail` ends with when the file `name` is written part after part, each in
-    random bursts of `sizes` with a poll after each: each (tag, step)'s last write delivered."""
-    import random
-
-    from rlwatch.api import load_rules
-    from rlwatch.live import Watch
-
-    live = tmp_path / "live"
-    live.mkdir()
-    watch = Watch([str(live)], load_rules(), keep_rows=True, stale_after=1e9, stall_floor=1e9)
-    rng = random.Random(seed)
-    for part in parts:
-        at = 0
-        while at < len(part):
-            n = rng.choice(sizes)
-            with open(live / name, "a") as fh:
-                fh.write(part[at : at + n])
-            at += n
-            watch.poll()
-    watch.poll()
-    return {(r.tag, r.step): r.value for r in watch.rows().itertuples()}
-
-
 def test_a_second_training_in_the_same_console_is_a_restart(tmp_path: Path) -> None:
     """A notebook's output (or a log) holding two calls of train(), each ended by its summary,
     printed by transformers' PrinterCallback with no step in the dicts: the file's run is its
@@ -130,7 +105,7 @@ def test_a_second_training_in_the_same_console_is_a_restart(tmp_path: Path) -> N
     assert frame.segment_starts(info.name) == []
     assert any("1 earlier training(s) in the file" in w for w in info.warnings)
     assert "last training" in info.hparams["steps"]
-    assert _followed_rows(tmp_path, "console.log", [text], [1, 7, 40, 200], seed=3) == rows
+    assert followed_rows(tmp_path, "console.log", [text], [1, 7, 40, 200], seed=3) == rows
 
 
 def _progress_console(tmp_path: Path, every: int, steps: int, evals: bool = False) -> str:
@@ -1035,4 +1010,4 @@ def test_a_second_training_after_a_summary_that_gave_the_first_its_steps(tmp_pat
     rows = _rows(frame)
     assert rows == _rows(first) and len(rows) > 20  # the last training, as read alone
     # the first training whole before the second: renumbered by its summary meanwhile
-    assert _followed_rows(tmp_path, "train.out", [one, one], [100, 1000, 5000], seed=5) == rows
+    assert followed_rows(tmp_path, "train.out", [one, one], [100, 1000, 5000], seed=5) == rows

@@ -9,36 +9,16 @@ from __future__ import annotations
 import csv
 import io
 import json
-import random
 from pathlib import Path
 
 import pytest
+from conftest import followed_rows
 
 from rlwatch.sources import discover, load, logs
 
 
 def _rows(frame) -> dict[tuple[str, int], float]:
     return {(r.tag, r.step): r.value for r in frame.data.itertuples()}
-
-
-def _followed(tmp_path: Path, name: str, text: str, seed: int) -> dict[tuple[str, int], float]:
-    """The rows `tail` ends with when `name` is written in random bursts, a poll after each."""
-    from rlwatch.api import load_rules
-    from rlwatch.live import Watch
-
-    live = tmp_path / "live"
-    live.mkdir()
-    watch = Watch([str(live)], load_rules(), keep_rows=True, stale_after=1e9, stall_floor=1e9)
-    rng = random.Random(seed)
-    at = 0
-    while at < len(text):
-        n = rng.choice([7, 300, 5000])
-        with open(live / name, "a") as fh:
-            fh.write(text[at : at + n])
-        at += n
-        watch.poll()
-    watch.poll()
-    return {(r.tag, r.step): r.value for r in watch.rows().itertuples()}
 
 
 def test_a_printed_dict_after_the_loops_step_counter_is_at_that_step(tmp_path: Path) -> None:
@@ -158,7 +138,7 @@ def test_a_notebook_saved_on_one_line_with_printed_dicts(tmp_path: Path) -> None
     assert len({s for _, s in rows}) == 40
     assert [rows[("reward", s)] for s in sorted({s for _, s in rows})][:3] == [0.01, 0.02, 0.03]
     assert not any("incomplete" in w for w in info.warnings)
-    assert _followed(tmp_path, "grpo.ipynb", text, seed=15) == rows
+    assert followed_rows(tmp_path, "grpo.ipynb", [text], [7, 300, 5000], seed=15) == rows
 
 
 def _stacked_csv() -> str:
