@@ -284,3 +284,30 @@ def test_tensorboards_csv_export_of_a_runs_tags(tmp_path: Path) -> None:
     resolved = names.resolve(sorted({t for t, _ in rows}))
     assert resolved.canonical["kl_ref"] == "train_kl"
     assert resolved.canonical["entropy"] == "train_entropy"
+
+
+def test_slimes_console_of_rollout_and_step_dicts(tmp_path: Path) -> None:
+    """slime logs `rollout N: {...}` (the rollout's reward, lengths), then its train steps'
+    `step S: {...}`, then `perf N: {...}`: the run's steps are the rollout ids, a rollout's
+    train logs at its id (with one optimizer step a rollout, slime's default, S is N)."""
+    f = tmp_path / "train.log"
+    f.write_text(
+        "sglang_enable_response_weight_version_segments .. True\n"
+        + "".join(
+            f"[2025-09-01 10:00:{n:02d}] INFO rollout {n}: "
+            + repr({"rollout/raw_reward": n / 10, "rollout/response_lengths": 100.0 + n})
+            + f"\n[2025-09-01 10:00:{n:02d}] INFO step {2 * n + 1}: "
+            + repr({"train/loss": 0.5, "train/grad_norm": 1.0 + n, "train/kl_loss": 0.01})
+            + f"\n[2025-09-01 10:00:{n:02d}] INFO perf {n}: "
+            + repr({"perf/step_time": 30.0})
+            + "\n"
+            for n in range(12)
+        )
+    )
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    assert info.source == "python-dicts" and "rollout ids" in info.hparams["steps"]
+    rows = _rows(frame)
+    assert sorted({s for _, s in rows}) == list(range(12))
+    assert rows[("rollout/raw_reward", 7)] == 0.7 and rows[("train/grad_norm", 7)] == 8.0
+    assert rows[("perf/step_time", 11)] == 30.0

@@ -41,16 +41,20 @@ def _dict_start(line: str) -> int:
     if "\r" in head:
         head = head[head.rfind("\r") + 1 :]
     head = head[-100:]
-    if NOT_METRICS.search(head) and not HEAD_STEP.search(head):
+    if NOT_METRICS.search(head) and not HEAD_STEP.search(head) and not ROLLOUT_HEAD.search(head):
         return -1
     return m.start()
 
 
-def head_step(line: str, start: int) -> str | None:
-    """The digits of a step counter printed before a dict (`step 120 {...}`, `Step 120/500:
-    {...}`), or None."""
+def head_step(line: str, start: int) -> tuple[str, str] | None:
+    """(word, digits) of a counter printed before a dict: a step counter (`step 120 {...}`,
+    `Step 120/500: {...}`; the word "step"), or slime's rollout id right before it (`rollout 3:
+    {...}`, `perf 3: {...}`, `eval 3: {...}`; the word "rollout"); or None."""
+    m = ROLLOUT_HEAD.search(line, max(0, start - 40), start)
+    if m is not None:
+        return "rollout", m.group(1)
     counters = list(STEP_COUNTER.finditer(line, max(0, start - 200), start))
-    return counters[-1].group(1) if counters else None
+    return ("step", counters[-1].group(1)) if counters else None
 
 
 def find_dict(line: str) -> str | None:
@@ -131,6 +135,7 @@ class PythonDicts:
         self.offset = 0  # rows a follower has handed out and cleared from `cols`
         # a dict without a step waits for the next line: tqdm's redrawn bar gives its step
         self.held: dict[str, Any] | None = None
+        self.rollout: int | None = None  # slime's rollout id, once a `rollout N: {...}` is seen
         self.bar_steps: bool | None = None  # decided by the first step-less dict
         self.last_bar_step = 0
         self.bar_total = 0  # the training bar's total (max_steps)
@@ -208,8 +213,8 @@ class PythonDicts:
         if "{" in rest:
             self._line(rest)
 
-    def record(self, body: str, counter: str | None = None) -> None:
-        """One printed dict; `counter`: the digits of a step counter printed before it."""
+    def record(self, body: str, counter: tuple[str, str] | None = None) -> None:
+        """One printed dict; `counter`: the counter printed before it (`head_step`)."""
         cols = self.cols
         d = literal_dict(body)
         if d is None:
@@ -226,7 +231,17 @@ class PythonDicts:
             return
         step = cols.step(d["step"]) if _int_like(d.get("step")) else None
         if step is None and counter is not None:  # `step 120 {...}`: the line's own counter
-            step = cols.step_text(counter)
+            word, digits = counter
+            if word == "rollout":  # slime's `rollout 3: {...}`: the rollout id is the step
+                step = self.rollout = cols.step_text(digits)
+                cols.facts["steps"] = (
+                    "slime's rollout ids (`rollout N:`); the train logs after a rollout's line at "
+                    "its id, the last of them kept"
+                )
+            elif self.rollout is not None:  # its `step S: {...}` train logs: at their rollout
+                step = self.rollout
+            else:
+                step = cols.step_text(digits)
         digits = swift_step(d.get(SWIFT_STEP)) if step is None else None
         if digits is not None:  # ms-swift's console: its progress "N/M" is the step
             step = cols.step_text(digits)
@@ -732,6 +747,8 @@ STEP_COUNTER = re.compile(
 HEAD_STEP = re.compile(
     STEP_COUNTER.pattern + r"(?:[ \t]{0,8}/[ \t]{0,8}\d+)?[ \t\])]{0,8}[:|,-]?[ \t]{0,8}$", re.I
 )
+# slime's console: `rollout 3: {...}`, `perf 3: {...}`, `eval 3: {...}` right before a dict
+ROLLOUT_HEAD = re.compile(r"(?<![\w/])(?:rollout|perf|eval) (\d{1,12}): ?$")
 COUNTERS = (
     # (120/9751) -- a step out of the total, after an epoch counter
     re.compile(r"\((\d+)\s*/\s*\d+\)"),
