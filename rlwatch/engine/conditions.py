@@ -584,6 +584,16 @@ class Relative(Node):
     >>> state("relative: {metric: grad_norm, above_factor: 10, first_steps: 4}",
     ...       grad_norm="0.2 0 0 0.2 0 0 5")
     'skipped'
+
+    A value inside the early window is not judged, unless `early_counts` (a blow-up that
+    begins there: the early level is the median, which one spike does not move):
+
+    >>> when = ("count: {of: {relative: {metric: grad_norm, above_factor: 10, first_steps: 4, "
+    ...         "early_counts: true}}, at_least: 1, within: 20}")
+    >>> state(when, grad_norm="0.2 0.2 5 0.2 0.2 0.2")
+    'firing'
+    >>> state(when.replace("true", "false"), grad_norm="0.2 0.2 5 0.2 0.2 0.2")
+    'ok'
     """
 
     metric: str = param("metric", doc="the metric watched")
@@ -592,6 +602,7 @@ class Relative(Node):
     first_steps: int = param("int", 10, doc="logged steps that make the early level", per_log=1)
     min_delta: float | None = param("num", doc="smallest |value - early| that counts")
     nonzero: bool = param("bool", False, doc="the early level leaves out values of exactly 0")
+    early_counts: bool = param("bool", False, doc="values inside the early window are judged too")
 
     def lookback(self) -> int | None:
         return 0
@@ -615,7 +626,7 @@ class Relative(Node):
         if len(hv) < first:
             raise Skip(f"too few steps of {metric!r}: {len(hv)} logged, needs {first + 1}")
         early = hv[:first]
-        after = s.steps > hs[first - 1]
+        after = s.steps > hs[first - 1] if not self.early_counts else np.ones(len(s), bool)
         if self.nonzero:
             early = early[early != 0]
             if not len(early):
