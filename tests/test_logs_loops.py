@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 from conftest import followed_rows
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rlwatch.sources import discover, load, logs
 
@@ -311,3 +313,53 @@ def test_slimes_console_of_rollout_and_step_dicts(tmp_path: Path) -> None:
     assert sorted({s for _, s in rows}) == list(range(12))
     assert rows[("rollout/raw_reward", 7)] == 0.7 and rows[("train/grad_norm", 7)] == 8.0
     assert rows[("perf/step_time", 11)] == 30.0
+
+
+NAMES = st.sampled_from(["baseline", "softmax_tau0.5", "lr-1e-6", "run b", "ppo_seed3"])
+VALUES = st.floats(-1e6, 1e6, allow_nan=False).map(lambda x: float(f"{x:.6g}"))
+
+
+@given(runs=st.dictionaries(NAMES, st.lists(VALUES, min_size=1, max_size=12), min_size=1))
+@settings(max_examples=60, deadline=None)
+def test_a_stacked_csv_gives_each_run_its_own_values(runs: dict[str, list[float]]) -> None:
+    """Whatever the experiments and their lengths, each run read from a stacked CSV holds
+    exactly its own rows (one experiment: one run, its name the file's)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "results.csv"
+        f.write_text(
+            "experiment,step,reward\n"
+            + "".join(
+                f"{name},{s},{x!r}\n" for name, xs in runs.items() for s, x in enumerate(xs, 1)
+            )
+        )
+        frame = load(str(f))
+        if len(runs) == 1:
+            assert len(frame.runs) == 1
+            return
+        assert sorted(frame.runs) == sorted(runs)
+        for name, xs in runs.items():
+            got = frame.data[(frame.data["run"] == name) & (frame.data["tag"] == "reward")]
+            assert got.sort_values("step")["value"].tolist() == xs
+
+
+@given(
+    steps=st.lists(st.integers(0, 10**9), min_size=3, max_size=20, unique=True).map(sorted),
+    xs=st.lists(VALUES, min_size=20, max_size=20),
+)
+@settings(max_examples=60, deadline=None)
+def test_json_after_a_step_counter_round_trips(steps: list[int], xs: list[float]) -> None:
+    """`Step N: {json}` lines give back every step and value as written."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "train.log"
+        f.write_text(
+            "".join(
+                f"INFO Step {s}: " + json.dumps({"reward": x, "kl": 0.5}) + "\n"
+                for s, x in zip(steps, xs, strict=False)
+            )
+        )
+        rows = _rows(logs.load_file(f))
+        assert {s: rows[("reward", s)] for s in steps} == dict(zip(steps, xs, strict=False))
