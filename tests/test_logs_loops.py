@@ -168,6 +168,9 @@ def test_a_csv_of_several_runs_rows_one_after_another(tmp_path: Path) -> None:
     reward = soft[soft["tag"] == "mean_reward"].sort_values("step")["value"].tolist()
     assert reward[:2] == [0.51, 0.52]
     assert set(frame.data["tag"]) == {"mean_reward", "entropy", "tau"}
+    tabs = tmp_path / "tabs.csv"  # a .csv written with tabs: split as the reader splits it
+    tabs.write_text(_stacked_csv().replace(",", "\t"))
+    assert sorted(load(str(tabs)).runs) == ["baseline", "softmax_tau0.5"]
     one = tmp_path / "one.csv"
     one.write_text("experiment,step,reward\n" + "".join(f"a,{s},0.{s}\n" for s in range(1, 6)))
     assert len(load(str(one)).runs) == 1
