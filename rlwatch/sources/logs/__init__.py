@@ -467,10 +467,9 @@ def stacked_runs(path: Path) -> list[str]:
         if path.stat().st_size > MAX_STACKED:
             return []
         with open(path, encoding="utf-8", errors="replace", newline="") as f:
-            first = f.readline()
-            sep = _text.delimiter(first)  # as the reader decides it: by the header line
-            reader = csv.reader(f, delimiter=sep)
-            header = _text._header_cells(next(csv.reader([first], delimiter=sep), []))
+            first = f.readline()  # the header, split as the CSV reader splits it
+            reader = csv.reader(f, delimiter=_text.delimiter(first))
+            header = _text._csv_header(first.rstrip("\r\n"))
             at = _text.run_column(header) if header is not None else None
             if at is None or header is None:
                 return []
