@@ -15,8 +15,23 @@ Each case is reported once, as one line, through `notices()`.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
+
+# a JSON array's close after its last element on the line before: a Kaggle kernel's log ends
+# `,{"stream_name":...,"data":"..."}]` or on a `]` of its own, with no newline
+_ARRAY_END = re.compile(rb'(?:[,\[]\{"stream_name":"[^\n]*\})?\][ \t\r]*')
+
+
+def complete_last(path: object, tail: bytes) -> bool:
+    """Whether a file's last line, which has no newline, is complete: a notebook's JSON ends on
+    its closing `}` (all of a notebook saved on one line), a Kaggle kernel's log on its `]`."""
+    tail = tail.rstrip()
+    if str(path).endswith(".ipynb") and tail.endswith(b"}"):
+        return True
+    return tail.endswith(b"]") and _ARRAY_END.fullmatch(tail) is not None
+
 
 MAX_LINE = 64 << 20  # a line longer than this is dropped rather than held
 
@@ -154,9 +169,8 @@ class FileTail:
         if len(self.pending) > MAX_LINE:  # a line too long to hold: dropped, not kept growing
             self.pending = b""
         done = data[: end + 1]
-        if self.path.suffix == ".ipynb" and self.pending.rstrip().endswith(b"}"):
-            # a notebook's JSON ends on its closing `}` without a newline (all of a notebook
-            # saved on one line): complete, as the batch reader takes it
+        if self.pending and complete_last(self.path, self.pending):
+            # a document's close without a newline: complete, as the batch reader takes it
             done, self.pending = done + self.pending + b"\n", b""
         return done
 

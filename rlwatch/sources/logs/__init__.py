@@ -106,7 +106,9 @@ def sniff(path: Path, head: str | None = None) -> str:
     given = head is not None
     if head is None:
         head = _head(path)
-    if path.suffix == ".ipynb":  # saved as one line of JSON: its output lines, a line each
+    # a notebook saved as one line of JSON: its output lines, a line each; a Kaggle kernel's log
+    # (a JSON array of output chunks): the output
+    if path.suffix == ".ipynb" or head.startswith('[{"stream_name":"'):
         head = _text.nb_split(head)
     try:
         fmt = _sniff(path, head)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from rlwatch.frame import RunFrame, RunInfo
+from rlwatch.sources._filetail import complete_last
 from rlwatch.sources._rows import STEP_KEYS
 
 MAX_STEP = 2**63 - 1
@@ -305,7 +306,6 @@ class Blocks:
     ):
         self.path, self.offset, self.block, self.binary = path, offset, block or BLOCK, binary
         self.cr = cr  # a carriage return ends a record too (tqdm's redraws of one bar)
-        self.document = str(path).endswith(".ipynb")  # ends on its closing `}`, no newline
         self.partial = 0
         self.long_lines = 0
         self._dropping = False  # inside a line too long to hold
@@ -342,9 +342,9 @@ class Blocks:
         self.partial = 0 if self._dropping else len(carry)
 
     def _last_line(self, carry: bytes) -> bytes:
-        """A notebook's JSON ends on its closing `}` without a newline: that last line (all of
-        a notebook saved on one line) is complete, and read; else nothing."""
-        if self.document and not self._dropping and carry.rstrip().endswith(b"}"):
+        """A notebook's JSON ends on its closing `}` without a newline, a Kaggle kernel's log on
+        its `]`: that last line is complete, and read; else nothing."""
+        if carry and not self._dropping and complete_last(self.path, carry):
             self.offset += len(carry)
             return carry + b"\n"
         return b""

@@ -135,6 +135,7 @@ class PythonDicts:
         self.offset = 0  # rows a follower has handed out and cleared from `cols`
         # a dict without a step waits for the next line: tqdm's redrawn bar gives its step
         self.held: dict[str, Any] | None = None
+        self.nb = Output()
         self.rollout: int | None = None  # slime's rollout id, once a `rollout N: {...}` is seen
         self.bar_steps: bool | None = None  # decided by the first step-less dict
         self.last_bar_step = 0
@@ -148,7 +149,7 @@ class PythonDicts:
             return
         if "\x1b" in text:
             text = ANSI.sub("", text)
-        text = nb_split(text)
+        text = self.nb.split(text)
         for line in lines(text):
             if self.held is not None:
                 self._place(bar_counter(line))
@@ -321,6 +322,9 @@ class PythonDicts:
             self.cols.skip("printed dicts without the progress-bar count that gives their step")
 
     def finish(self) -> None:
+        rest = self.nb.end()
+        if rest:
+            self.feed(rest)
         if self.pending is not None and not self.tentative:
             self.cols.skip("printed dicts cut off at the end of the file")
         self.pending = None
@@ -780,9 +784,21 @@ SPACED = re.compile(
 )
 # `Ep 1 (Step 000005): Train loss 0.687, Val loss 0.688, Train reward margins 0.026`: after the
 # counter, items of words and a number, separated by commas (or `;`, `|`), and nothing else
+# an item's name may hold dots, dashes and slashes (prime-rl's `Seq. Length: 345.6 tokens/sample`,
+# `Max. Off-Policy Level: 0`; mlx-lm's `It/sec 1.015`, `Peak mem 2.334 GB`) and a colon may follow
+# it; a unit, a `/total` and a note in brackets may follow the number (`Trainable 60/64 (93.8%)`)
 WORDS_ITEM = re.compile(
-    rf"[ \t]{{0,16}}([A-Za-z][A-Za-z_ ]{{0,60}}?)[ \t]{{1,16}}({NUM})(%?)[ \t]{{0,16}}"
+    r"[ \t]{0,16}([A-Za-z][\w ./-]{0,60}?)(?:[ \t]{1,16}|[ \t]{0,4}:[ \t]{0,16})"
+    r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf))(%?)"
+    r"(?:[ \t]{0,4}/[ \t]{0,4}\d+(?:\.\d+)?)?"
+    r"(?:[ \t]{0,4}[A-Za-z]{1,12}(?:/[A-Za-z]{1,12})?)?"
+    r"(?:[ \t]{0,8}\([^()]{0,40}\))?[ \t]{0,16}",
+    re.I,
 )
+# an item that is a duration and no name: prime-rl's `|   1m 13s |` after the step
+BARE_TIME = re.compile(r"[ \t]*(?:\d+(?:\.\d+)?[ \t]?(?:ms|d|h|m|s)[ \t]*){1,3}")
+# a name of several words before a colon (`Seq. Length: 345.6`), which PAIR reads as its last word
+WORDS_COLON = re.compile(r"[A-Za-z.][ \t]+[A-Za-z][\w./-]{0,40}[ \t]{0,4}:[ \t]{0,16}[-+.\d]")
 ITEM_SEP = re.compile(r"[,;|]")
 # a notebook's output line as its JSON holds it: `    "step 5 | loss 0.31\n",`
 NB_LINE = re.compile(r'^[ \t]{0,64}"(.*?)(?:\\n)?",?[ \t]*$')
@@ -845,11 +861,12 @@ class KeyValues:
         # is a new epoch's: after the epochs before it)
         self.own_last: int | None = None
         self.own_base = 0
+        self.nb = Output()
 
     def feed(self, text: str, lineno: int = 0) -> None:
         if "\x1b" in text:
             text = ANSI.sub("", text)
-        for line in _redraws(nb_split(text)):
+        for line in _redraws(self.nb.split(text)):
             line = unwrap(line)
             if self.line(line):
                 if not self.on_bar:
@@ -934,6 +951,8 @@ class KeyValues:
             found_pairs = SPACED.findall(line)  # `step 12: loss 0.31 reward 0.2`
         if not found_pairs:
             found_pairs = _word_items(line[found.end() :])
+        elif WORDS_COLON.search(line):  # `Seq. Length: 345.6`: the name is all its words
+            found_pairs = _word_items(line[found.end() :]) or found_pairs
         if not found_pairs and '{"' in line:
             found_pairs = _json_items(line, found.end())
         own = found.re in (OWN_COUNTER, EPOCH_COUNTER)
@@ -1003,7 +1022,9 @@ class KeyValues:
         return self.bar_leads and (count == 0 or count == before)
 
     def finish(self) -> None:
-        pass
+        rest = self.nb.end()
+        if rest:
+            self.feed(rest)
 
 
 def _word_items(rest: str) -> list[tuple[str, str, str]]:
@@ -1015,12 +1036,12 @@ def _word_items(rest: str) -> list[tuple[str, str, str]]:
         return []
     out = []
     for part in ITEM_SEP.split(rest):
-        if not part.strip():
+        if not part.strip() or BARE_TIME.fullmatch(part):
             continue
         m = WORDS_ITEM.fullmatch(part)
         if m is None:
             return []
-        words = m.group(1).lower().split()
+        words = m.group(1).lower().replace("-", "_").replace(".", " ").split()
         prefix = ""
         if len(words) > 1 and words[0] in SPLIT_WORDS:  # `Train loss`, `Val loss`
             prefix = "eval/" if SPLIT_WORDS[words.pop(0)] else ""
@@ -1062,13 +1083,61 @@ SPLIT_WORDS |= {"validation": True, "eval": True, "evaluation": True, "test": Tr
 NB_JOIN = re.compile(r'(\\n",|"text": ?\[)[ \t]{0,8}(?=")')
 
 
+# a Kaggle kernel's log (its "Logs" download): a JSON array of an object a line, each holding a
+# chunk of the notebook's output, `,{"stream_name":"stdout","time":326.38,"data":"...\\r\\n"}`
+KAGGLE_LINE = re.compile(
+    r'^[\[,]?\{"stream_name":"\w{1,16}","time":[-+\d.eE]{1,32},"data":("(?:[^"\\\n]|\\.)*")\}'
+    r"\]?[ \t\r]*$",
+    re.M,
+)
+
+
 def nb_split(text: str) -> str:
     """A notebook saved as one line of JSON (Kaggle, Colab) with its output lines each put on
     a line of their own, as an indented notebook holds them (`"{'loss': 0.3}\\n",`), for
-    the line readers; any other text as it is."""
+    the line readers; a Kaggle kernel's log as the output it holds; any other text as it is."""
+    if '{"stream_name":"' in text:
+        return kaggle_output(text)
     if '\\n","' not in text and '\\n", "' not in text:
         return text
     return NB_JOIN.sub(lambda m: m.group(1) + "\n", text)
+
+
+def kaggle_output(text: str) -> str:
+    """The output a Kaggle kernel's log holds, its chunks one after another (a printed line may
+    span two); lines that are not a chunk are left out."""
+    out = []
+    for m in KAGGLE_LINE.finditer(text):
+        try:
+            out.append(json.loads(m.group(1)))
+        except ValueError:
+            continue
+    return "".join(x for x in out if isinstance(x, str))
+
+
+class Output:
+    """`nb_split` block by block: of a Kaggle kernel's log, the output after its last newline is
+    held for the next block, as a printed line's chunks may straddle two blocks (`end` gives
+    what is held at the end of the file)."""
+
+    HOLD = 1 << 20  # past this, a line of redraws is given up to its last carriage return
+
+    def __init__(self) -> None:
+        self.carry = ""
+
+    def split(self, text: str) -> str:
+        if not self.carry and '{"stream_name":"' not in text:
+            return nb_split(text)
+        out = self.carry + kaggle_output(text)
+        cut = out.rfind("\n") + 1
+        if len(out) - cut > self.HOLD:
+            cut = max(cut, out.rfind("\r") + 1)
+        self.carry = out[cut:]
+        return out[:cut]
+
+    def end(self) -> str:
+        rest, self.carry = self.carry, ""
+        return rest
 
 
 def unwrap(line: str) -> str:

@@ -1,0 +1,192 @@
+"""Consoles found in the sixteenth search of issue #12, each written here as the real code
+prints it: mlx-lm's `Iter N:` lines of `Name number unit` items, prime-rl's `Step N | ...` lines
+of its orchestrator and trainer (names of several words, units, a bare duration), and a Kaggle
+kernel's log (a JSON array of the notebook's output chunks)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import followed_rows
+
+from rlwatch import names
+from rlwatch.sources import logs
+
+
+def _rows(frame) -> dict[tuple[str, int], float]:
+    return {(r.tag, r.step): r.value for r in frame.data.itertuples()}
+
+
+def _mlx_lines(steps: range) -> str:
+    """mlx-lm's trainer (`mlx_lm.lora`, its DPO variant adds the implicit rewards): a train
+    report every 10 iterations, a validation report every 50."""
+    out = []
+    for it in steps:
+        if it % 50 == 0:
+            out.append(f"Iter {it}: Val loss {0.7 - it / 2000:.3f}, Val took {3.21:.3f}s")
+        out.append(
+            f"Iter {it}: Train loss {0.69 - it / 1000:.3f}, Chosen reward {-it / 100:.3f}, "
+            f"Rejected reward {-it / 50:.3f}, Learning Rate {1e-5:.3e}, It/sec {1.015:.3f}, "
+            f"Tokens/sec {582.556:.3f}, Trained Tokens {it * 530}, Peak mem {2.334:.3f} GB"
+        )
+    return "Loading pretrained model\nStarting training..., iters: 200\n" + "\n".join(out) + "\n"
+
+
+def test_mlx_lm_iter_lines_of_words_numbers_and_units(tmp_path: Path) -> None:
+    """`Iter 30: Train loss 0.660, ..., It/sec 1.015, ..., Peak mem 2.334 GB`: every item is a
+    name of words (a slash inside one), a number and maybe a unit; `Train`/`Val` name the split.
+    Before, the slash and the unit made the line unreadable (exit 2)."""
+    f = tmp_path / "train.log"
+    f.write_text(_mlx_lines(range(10, 210, 10)))
+    frame = logs.load_file(f)
+    rows = _rows(frame)
+    assert sorted({s for k, s in rows if k == "loss"}) == list(range(10, 210, 10))
+    assert rows[("loss", 30)] == 0.66 and rows[("eval/loss", 100)] == 0.65
+    assert rows[("chosen_reward", 40)] == -0.4 and rows[("rejected_reward", 40)] == -0.8
+    assert rows[("peak_mem", 10)] == 2.334 and rows[("it/sec", 10)] == 1.015
+    assert rows[("eval/took", 50)] == 3.21
+    r = names.resolve(sorted({k for k, _ in rows}))
+    assert r.canonical["dpo_chosen_reward"] == "chosen_reward"
+    assert r.canonical["dpo_rejected_reward"] == "rejected_reward"
+    assert r.canonical["loss"] == "loss" and r.canonical["lr"] == "learning_rate"
+
+
+def _prime_orchestrator(steps: range, old: bool) -> str:
+    """prime-rl's orchestrator (`orchestrator.py`): loguru's `HH:mm:ss SUCCESS` before it; the
+    older releases wrote `Name: value unit`, the newer `Name value` with a bare duration."""
+    out = []
+    for s in steps:
+        out.append("Generating rollouts (train): 100%|##########| 512/512 [01:13<00:00,  6.97it/s]")
+        if old:
+            msg = (
+                f"Step {s} | Time: {70 + s / 10:.2f}s | Reward: {0.3 + s / 1000:.4f} | "
+                f"Throughput: {2400.5:.1f} tokens/s | Seq. Length: {340 + s:.1f} tokens/sample | "
+                f"Async Level: 1 | Max. Off-Policy Level: 0"
+            )
+        else:
+            msg = (
+                f"Step {s} | {'1m 13s':>7} | Reward {0.3 + s / 1000:.4f} | "
+                f"Trainable {60}/{64} ({60 / 64:.1%}) | Turns {1.0:.1f} | Branches {1.0:.1f} | "
+                f"Max Off-Policy {1} | Error {0.0:.1%} | Cancelled {0.0:.1%} | "
+                f"Truncation {s / 1000:.1%}"
+            )
+        out.append(f"02:33:{s % 60:02d} SUCCESS {msg}")
+        out.append(f"02:33:{s % 60:02d}    INFO Starting orchestrator step {s + 1}")
+    return "\n".join(out) + "\n"
+
+
+def test_prime_rl_orchestrator_lines_old_and_new(tmp_path: Path) -> None:
+    """`Seq. Length: 345.6 tokens/sample` was read as `Length`, `Max. Off-Policy Level: 0` as
+    `Level`; the newer `Reward 0.3887 | Trainable 60/64 (93.8%)` after a bare `1m 13s` was not
+    read at all. Each item's name is now all its words, and the run is prime-rl's."""
+    for old in (True, False):
+        f = tmp_path / f"orchestrator-{old}.log"
+        f.write_text(_prime_orchestrator(range(1, 41), old))
+        rows = _rows(logs.load_file(f))
+        assert sorted({s for k, s in rows if k == "reward"}) == list(range(1, 41)), old
+        assert rows[("reward", 20)] == 0.32
+        r = names.resolve(sorted({k for k, _ in rows}))
+        assert r.framework == "prime_rl", old
+        assert r.canonical["reward_mean"] == "reward"
+        if old:
+            assert rows[("seq_length", 5)] == 345.0 and rows[("time", 5)] == 70.5
+            assert rows[("max_off_policy_level", 5)] == 0 and ("length", 5) not in rows
+            assert r.canonical["response_length_mean"] == "seq_length"
+        else:
+            assert rows[("truncation", 20)] == 0.02 and rows[("trainable", 20)] == 60
+            assert rows[("max_off_policy", 3)] == 1 and ("1m", 3) not in rows
+            assert r.canonical["truncation_rate"] == "truncation"
+
+
+def test_prime_rl_trainer_lines(tmp_path: Path) -> None:
+    """The trainer's `Step N | 12.3s | Loss ... | Entropy ... | Mismatch KL ... | Grad. Norm
+    ... | LR ... | Throughput 1234 tokens/s | MFU 12.3% | Peak Mem. 45.6 GiB`."""
+    f = tmp_path / "trainer.log"
+    f.write_text(
+        "".join(
+            f"02:34:{s % 60:02d} SUCCESS Step {s} | {12.3:>6.1f}s | Loss {0.01:.4f} | "
+            f"Entropy {0.5 - s / 100:.4f} | Mismatch KL {0.001:.4f} | Grad. Norm {0.12:.4f} | "
+            f"LR {1e-6:.2e} | Throughput {1234:.0f} tokens/s | MFU {12.3:.1f}% | "
+            f"Peak Mem. {45.6:.1f} GiB\n"
+            for s in range(1, 31)
+        )
+    )
+    rows = _rows(logs.load_file(f))
+    assert rows[("entropy", 10)] == 0.4 and rows[("grad_norm", 10)] == 0.12
+    assert rows[("mismatch_kl", 10)] == 0.001 and abs(rows[("mfu", 10)] - 0.123) < 1e-12
+    assert rows[("peak_mem", 10)] == 45.6 and rows[("lr", 10)] == 1e-6
+    r = names.resolve(sorted({k for k, _ in rows}))
+    assert r.framework == "prime_rl"
+    assert r.canonical["rollout_kl"] == "mismatch_kl" and r.canonical["entropy"] == "entropy"
+
+
+def test_a_name_of_one_word_keeps_its_case_as_before(tmp_path: Path) -> None:
+    """Only a name of several words before a colon is read as an item of words: a line of
+    one-word names (`KL_ref: 0.0012`) is read as it always was."""
+    f = tmp_path / "train.log"
+    f.write_text(
+        "".join(
+            f"Epoch:[1/1]({s}/200), Reward: {s / 100:.4f}, KL_ref: 0.0012, Loss: 0.5\n"
+            for s in range(1, 21)
+        )
+    )
+    rows = _rows(logs.load_file(f))
+    assert rows[("KL_ref", 5)] == 0.0012 and rows[("Reward", 5)] == 0.05
+
+
+def _kaggle_log(steps: range, cut: bool = False) -> str:
+    """A Kaggle kernel's log as its "Logs" download holds it: a JSON array, an object a line,
+    each a chunk of the notebook's stdout/stderr with its time; a tqdm bar redrawn with `\\r`
+    and a TRL console dict of string values (transformers >= 4.56) split over two chunks."""
+    chunks = [("stderr", "0.00s - Debugger warning: frozen modules\n")]
+    for s in steps:
+        bar = f"\r {s / 5:.0f}%|# | {s}/500 [03:00<4:01:23, 29.26s/it]"
+        d = {"loss": f"{0.5 - s / 1000:.4g}", "grad_norm": "0.7478", "reward": f"{s / 100:.4g}"}
+        text = repr(d)
+        # tqdm.write: the bar cleared, the dict printed, the bar drawn again
+        chunks += [("stdout", bar), ("stdout", "\r" + " " * 40 + "\r" + text[:20])]
+        chunks += [("stdout", text[20:] + "\r\n"), ("stdout", bar)]
+    end = {"train_runtime": "301.2", "train_loss": "0.4", "epoch": "1"}
+    chunks += [("stdout", "\n"), ("stdout", repr(end) + "\n")]
+    lines = [
+        json.dumps({"stream_name": n, "time": 7.2 + i, "data": t}, separators=(",", ":"))
+        for i, (n, t) in enumerate(chunks)
+    ]
+    out = "[" + "\n,".join(lines) + "]"  # the last line ends on `]`, no newline
+    return out[: -len(lines[-1]) // 2] if cut else out
+
+
+def test_a_kaggle_kernels_log_is_read_as_the_output_it_holds(tmp_path: Path) -> None:
+    """Before, its JSON was read as text (`u003c00` and file names as keys, no rule could run).
+    Its last line ends on `]` with no newline: complete, no warning; cut inside its last
+    object, that line is left out with a warning."""
+    f = tmp_path / "vsr.log"
+    f.write_text(_kaggle_log(range(5, 105, 5)))
+    assert logs.sniff(f) == "python-dicts"
+    rows = _rows(logs.load_file(f))
+    assert sorted({s for k, s in rows if k == "reward"}) == list(range(5, 105, 5))
+    assert rows[("reward", 50)] == 0.5 and rows[("loss", 100)] == 0.4
+    r = subprocess.run(
+        [sys.executable, "-m", "rlwatch", "diagnose", str(f), "--format", "json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert r.returncode in (0, 1) and "incomplete" not in r.stderr, r.stderr
+    cut = tmp_path / "cut.log"
+    cut.write_text(_kaggle_log(range(5, 105, 5), cut=True))
+    r = subprocess.run(
+        [sys.executable, "-m", "rlwatch", "diagnose", str(cut), "--format", "json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert "last line incomplete" in r.stderr, r.stderr
+
+
+def test_tail_reads_a_kaggle_log_as_diagnose_does(tmp_path: Path) -> None:
+    text = _kaggle_log(range(5, 105, 5))
+    f = tmp_path / "whole.log"
+    f.write_text(text)
+    whole = _rows(logs.load_file(f))
+    followed = followed_rows(tmp_path, "k.log", [text], [64, 512, 4096], seed=3)
+    assert followed == whole
