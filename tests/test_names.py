@@ -317,7 +317,16 @@ def test_an_own_alias_means_its_metric_only_in_its_frameworks_runs() -> None:
         assert "ratio_mean" not in r.canonical, tags
     cat = names.catalogue()
     own = {a.key for m in cat.metrics.values() for a in m.aliases if a.own}
-    assert own == {"rewards", "scores", "ratios", "kl_loss", "generation"}
+    assert own == {"rewards", "scores", "ratios", "kl_loss", "generation", "truncation",
+                   "seq_length"}  # fmt: skip
+    # prime-rl's console: `Seq. Length` and `Truncation` are its lengths and truncation, in its
+    # runs (`Async Level` beside them) only
+    r = names.resolve(["reward", "seq_length", "truncation"])
+    assert "response_length_mean" not in r.canonical and "truncation_rate" not in r.canonical
+    r = names.resolve(["reward", "seq_length", "truncation", "async_level", "max_off_policy_level"])
+    assert r.framework == "prime_rl"
+    assert r.canonical["response_length_mean"] == "seq_length"
+    assert r.canonical["truncation_rate"] == "truncation"
     r = names.resolve(["loss", "generation", "reward"])
     assert "gen_time" not in r.canonical
     r = names.resolve(["loss", "generation", "generation_kl_error", "total_step_time"])
