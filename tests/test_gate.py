@@ -308,6 +308,28 @@ def test_gate_last_fails_only_while_still_firing_at_the_last_step(
     assert ("not failing" in text) is (code == 0)
 
 
+@pytest.mark.parametrize(("back", "code", "state"), [(True, 0, "resolved"), (False, 1, "firing")])
+def test_a_reward_collapse_with_symptoms_the_run_climbed_back_from_does_not_fail(
+    tmp_path: Path, back: bool, code: int, state: str
+) -> None:
+    """RW05 (the reward falls while the groups lose their reward variance) is judged at the end:
+    a one-group-a-step run's dip of 8 logs that it climbs back from for 15 is reported, not
+    failing (a healthy TRL GRPO run of a 7B model failed on such a dip); one still down fails."""
+
+    def reward(i: int) -> float:
+        return 0.6 + 0.01 * (i % 3) if i < 20 or (back and i >= 28) else 0.3
+
+    def zero_std(i: int) -> float:
+        return 0.1 if i < 20 or (back and i >= 28) else 0.8
+
+    series = {"critic/score/mean": reward, "frac_reward_zero_std": zero_std}
+    log = _jsonl(tmp_path / "run.jsonl", 43, **series)
+    r = rlwatch("diagnose", str(log), "--select", "RW05", "--format", "json")
+    assert r.returncode == code, r.stdout + r.stderr
+    v = next(v for v in json.loads(r.stdout)["verdicts"] if v["code"] == "RW05")
+    assert v["state"] == state and v["failing"] is bool(code) and v["gate"] == "last"
+
+
 def test_a_bad_gate_value_is_refused_with_its_position(tmp_path: Path) -> None:
     rules = tmp_path / "r.yaml"
     rules.write_text(GATE_LAST_RULE.format(gate="sometimes"))
