@@ -66,6 +66,9 @@ KINDS = [
     "stacked_csv",
     "tsv",
     "md_table",
+    "kaggle_log",
+    "mlx_iter",
+    "prime_console",
     "rules",
     "config",
     "pyproject",
@@ -321,6 +324,34 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
         f"| {s / 10:.2f} | {s} | {0.8 - s / 1e3:.4f} | 0.5 |\n" for s in range(1, steps + 1)
     )
     seeds["md_table"] = ("session_summary.md", md.encode())
+    # a Kaggle kernel's log: a JSON array of output chunks, a printed dict split over two
+    chunks = []
+    for s in range(1, steps + 1):
+        d = repr({"loss": f"{0.5 - s / 1e3:.4g}", "reward": f"{s / 100:.4g}"})
+        chunks += [f"\r {s}/{steps} [00:01<00:02, 1.0s/it]", "\r" + d[:12], d[12:] + "\r\n"]
+    kaggle = (
+        "["
+        + "\n,".join(
+            json.dumps({"stream_name": "stdout", "time": 1.0 + i, "data": c}, separators=(",", ":"))
+            for i, c in enumerate(chunks)
+        )
+        + "]"
+    )
+    seeds["kaggle_log"] = ("kernel.log", kaggle.encode())
+    # mlx-lm's `Iter N:` items of words, a number and a unit
+    mlx = "".join(
+        f"Iter {s}: Train loss {0.7 - s / 1e3:.3f}, Chosen reward {-s / 100:.3f}, "
+        f"It/sec 1.015, Peak mem 2.334 GB\n"
+        for s in range(1, steps + 1)
+    )
+    seeds["mlx_iter"] = ("mlx.log", mlx.encode())
+    # prime-rl's console: `Step N | 1m 13s | Reward 0.39 | Seq. Length: 345.6 tokens/sample`
+    prime = "".join(
+        f"02:33:26 SUCCESS Step {s} | {'1m 13s':>7} | Reward {s / 100:.4f} | "
+        f"Trainable 60/64 (93.8%) | Seq. Length: {300 + s:.1f} tokens/sample | Truncation 3.1%\n"
+        for s in range(1, steps + 1)
+    )
+    seeds["prime_console"] = ("orchestrator.log", prime.encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])
