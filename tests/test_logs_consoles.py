@@ -13,6 +13,7 @@ from pathlib import Path
 from conftest import followed_rows
 
 from rlwatch import names
+from rlwatch.errors import SourceError
 from rlwatch.sources import logs
 
 
@@ -190,3 +191,31 @@ def test_tail_reads_a_kaggle_log_as_diagnose_does(tmp_path: Path) -> None:
     whole = _rows(logs.load_file(f))
     followed = followed_rows(tmp_path, "k.log", [text], [64, 512, 4096], seed=3)
     assert followed == whole
+
+
+def test_an_items_name_is_words_never_numbers(tmp_path: Path) -> None:
+    """`loss 0.5 reward 0.3, time 2s`: an item's name is words of letters, so the numbers of
+    space-separated pairs are never swallowed into a name (`loss_0_5_reward`)."""
+    f = tmp_path / "train.log"
+    f.write_text("".join(f"step {s}: loss 0.5 reward 0.3, time 2s\n" for s in range(1, 21)))
+    try:
+        keys = {k for k, _ in _rows(logs.load_file(f))}
+    except SourceError:  # a line of two shapes at once: unreadable, not misread
+        keys = set()
+    assert not any(any(c.isdigit() for c in k) for k in keys), keys
+
+
+def test_a_kaggle_like_line_inside_another_log_leaves_it_as_it_is(tmp_path: Path) -> None:
+    """Only a file that begins as a Kaggle kernel's log is read as one: a console that prints
+    such a line in its middle keeps its other lines."""
+    chunk = json.dumps({"stream_name": "stdout", "time": 1.0, "data": "hi\n"})
+    f = tmp_path / "train.log"
+    f.write_text(
+        "".join(
+            f"step {s}: {{'loss': {0.5 - s / 100}, 'reward': {s / 100}}}\n"
+            + (f",{chunk}\n" if s == 10 else "")
+            for s in range(1, 21)
+        )
+    )
+    rows = _rows(logs.load_file(f))
+    assert sorted({s for k, s in rows if k == "reward"}) == list(range(1, 21))

@@ -108,7 +108,7 @@ def sniff(path: Path, head: str | None = None) -> str:
         head = _head(path)
     # a notebook saved as one line of JSON: its output lines, a line each; a Kaggle kernel's log
     # (a JSON array of output chunks): the output
-    if path.suffix == ".ipynb" or head.startswith('[{"stream_name":"'):
+    if path.suffix == ".ipynb" or head.startswith(_text.KAGGLE_HEAD):
         head = _text.nb_split(head)
     try:
         fmt = _sniff(path, head)

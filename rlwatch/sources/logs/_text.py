@@ -784,11 +784,13 @@ SPACED = re.compile(
 )
 # `Ep 1 (Step 000005): Train loss 0.687, Val loss 0.688, Train reward margins 0.026`: after the
 # counter, items of words and a number, separated by commas (or `;`, `|`), and nothing else
-# an item's name may hold dots, dashes and slashes (prime-rl's `Seq. Length: 345.6 tokens/sample`,
-# `Max. Off-Policy Level: 0`; mlx-lm's `It/sec 1.015`, `Peak mem 2.334 GB`) and a colon may follow
-# it; a unit, a `/total` and a note in brackets may follow the number (`Trainable 60/64 (93.8%)`)
+# an item's name is words of letters that may hold dots, dashes and slashes (prime-rl's
+# `Seq. Length: 345.6 tokens/sample`, `Max. Off-Policy Level: 0`; mlx-lm's `It/sec 1.015`, `Peak
+# mem 2.334 GB`) and a colon may follow it; a unit, a `/total` and a note in brackets may follow
+# the number (`Trainable 60/64 (93.8%)`)
 WORDS_ITEM = re.compile(
-    r"[ \t]{0,16}([A-Za-z][\w ./-]{0,60}?)(?:[ \t]{1,16}|[ \t]{0,4}:[ \t]{0,16})"
+    r"[ \t]{0,16}([A-Za-z][A-Za-z_./-]{0,40}(?:[ \t]{1,4}[A-Za-z][A-Za-z_./-]{0,40}){0,5}?)"
+    r"(?:[ \t]{1,16}|[ \t]{0,4}:[ \t]{0,16})"
     r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf))(%?)"
     r"(?:[ \t]{0,4}/[ \t]{0,4}\d+(?:\.\d+)?)?"
     r"(?:[ \t]{0,4}[A-Za-z]{1,12}(?:/[A-Za-z]{1,12})?)?"
@@ -1083,6 +1085,7 @@ SPLIT_WORDS |= {"validation": True, "eval": True, "evaluation": True, "test": Tr
 NB_JOIN = re.compile(r'(\\n",|"text": ?\[)[ \t]{0,8}(?=")')
 
 
+KAGGLE_HEAD = '[{"stream_name":"'
 # a Kaggle kernel's log (its "Logs" download): a JSON array of an object a line, each holding a
 # chunk of the notebook's output, `,{"stream_name":"stdout","time":326.38,"data":"...\\r\\n"}`
 KAGGLE_LINE = re.compile(
@@ -1095,8 +1098,9 @@ KAGGLE_LINE = re.compile(
 def nb_split(text: str) -> str:
     """A notebook saved as one line of JSON (Kaggle, Colab) with its output lines each put on
     a line of their own, as an indented notebook holds them (`"{'loss': 0.3}\\n",`), for
-    the line readers; a Kaggle kernel's log as the output it holds; any other text as it is."""
-    if '{"stream_name":"' in text:
+    the line readers; a Kaggle kernel's log (its head) as the output it holds; any other text
+    as it is."""
+    if text.startswith(KAGGLE_HEAD):
         return kaggle_output(text)
     if '\\n","' not in text and '\\n", "' not in text:
         return text
@@ -1124,9 +1128,12 @@ class Output:
 
     def __init__(self) -> None:
         self.carry = ""
+        self.kaggle: bool | None = None  # decided by the file's first bytes
 
     def split(self, text: str) -> str:
-        if not self.carry and '{"stream_name":"' not in text:
+        if self.kaggle is None and text:
+            self.kaggle = text.startswith(KAGGLE_HEAD)
+        if not self.kaggle:
             return nb_split(text)
         out = self.carry + kaggle_output(text)
         cut = out.rfind("\n") + 1
