@@ -563,6 +563,22 @@ def test_a_model_card_cut_mid_row_reads_its_whole_rows_and_says_so(tmp_path: Pat
     assert any("cut short at the end of the file" in w for w in info.warnings)
 
 
+def test_a_model_card_ending_on_another_table_without_a_newline_is_whole(
+    tmp_path: Path,
+) -> None:
+    """A model card whose last line, with no newline, is a row of its evaluation-results table
+    (two cells; zephyr-7b-beta's card ends on `| DROP (3-shot) | 9.66 |`) is complete: no row
+    of the training table was cut, and no warning says so."""
+    rows = [(0.69 - i / 100, 0.69 - i / 90, -i / 50, -i / 20, 0.6 + i / 100, -280.0 - i) for i in range(10)]  # fmt: skip
+    tail = "\n\n| Metric | Value |\n|---|---|\n| Avg. | 52.15 |\n| DROP (3-shot) | 9.66 |"
+    p = tmp_path / "card.md"
+    p.write_text(_card(rows).rstrip("\n") + tail)
+    frame = load(str(p))
+    (info,) = frame.runs.values()
+    assert frame.steps(info.name) == (10, 50, 500)  # every row, steps 50-500
+    assert not any("cut short" in w for w in info.warnings), info.warnings
+
+
 def test_a_notebook_saved_on_one_line_whose_table_comes_after_its_head(tmp_path: Path) -> None:
     """A notebook saved as one line of JSON (Colab's export): its head, before the training
     table, holds a code comment `# Step 1: ...` and progress bars (`Map: 100%`), which a line

@@ -690,8 +690,17 @@ def read_notebook(text: str, cols: Cols, path: str) -> None:
     if not rows:
         return
     header, body = rows[0], rows[1:]
-    last = text.rstrip("\r\n ").rsplit("\n", 1)[-1].strip()
-    if not text.endswith("\n") and last.startswith("|") and len(_cells(last)) != len(header):
+    *_, before, last = ["", *text.rstrip("\r\n ").rsplit("\n", 2)]
+    last, before = last.strip(), before.strip()
+    # a row of this table cut short: after a whole row of it (a model card may end, with no
+    # newline, on a row of another table, its evaluation results)
+    if (
+        not text.endswith("\n")
+        and last.startswith("|")
+        and len(_cells(last)) != len(header)
+        and before.startswith("|")
+        and len(_cells(before)) == len(header)
+    ):
         cols.skip("table rows cut short at the end of the file (still being written?)")
     at = _step_column(header) or 0
     own = "Training Loss" not in header  # a table of one's own: its names as written
