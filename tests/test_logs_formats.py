@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import followed_rows
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -813,6 +813,9 @@ def _g4(x: float) -> str:
     runtime=st.floats(0.5, 500_000),
     resumed_at=st.integers(0, 30_000),
 )
+# a run whose 28 printed epochs all round one way: a least-squares epoch size was 0.023% off,
+# more than its assumed error, and placed the evaluation at epoch 9 one step early
+@example(steps=4872, interval=174, per_epoch=295, first=False, runtime=1.0, resumed_at=0)
 @settings(max_examples=400, deadline=None)
 def test_steps_from_epochs_are_exact_or_not_given(
     steps: int, interval: int, per_epoch: int, first: bool, runtime: float, resumed_at: int

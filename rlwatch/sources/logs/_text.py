@@ -406,12 +406,13 @@ def epoch_steps(
     epoch) steps, and a log's step its epoch times that. Trainer logs every `logging_steps` (or
     every epoch), so the k-th training log is at k x interval (with `logging_first_step`, the
     first is at step 1) and the last is within one interval of the end: each estimate must be
-    within the printed precision of that grid, else nothing is guessed. An evaluation (at an
-    epoch's end, or with a training log) is at its own epoch's step when no other step prints
-    the same epoch (else -1: left out). A run resumed after its first log (the summary counts
-    only the steps of this call, so its first log is not the first multiple) or a console whose
-    head is missing does not fit and keeps its ordinals; a resume before the first log cannot be
-    told from a shorter run."""
+    within the printed precision of that grid, else nothing is guessed. The training logs, their
+    steps now exact, bound the epoch's size: the sizes for which each prints as printed. An
+    evaluation (at an epoch's end, or with a training log) is at its own epoch's step when, for
+    every size in those bounds, no other step prints the same epoch (else -1: left out). A run
+    resumed after its first log (the summary counts only the steps of this call, so its first
+    log is not the first multiple) or a console whose head is missing does not fit and keeps
+    its ordinals; a resume before the first log cannot be told from a shorter run."""
     if not isinstance(summary.get("train_runtime"), str):
         return None  # transformers < 5 (numbers printed as numbers) counts the planned steps
     try:
@@ -445,10 +446,10 @@ def epoch_steps(
         return None
     if not n * (1 - rel) - interval - 0.5 < steps[-1] <= n * (1 + rel) + 0.5:
         return None  # the last training log is the last multiple of the interval
-    # the steps of an epoch, fitted to the training logs (their steps now exact; the rounding
-    # of their printed epochs averages out) rather than taken from the summary's figures
-    per_epoch = sum(s * e for s, e in zip(steps, train, strict=True)) / sum(e * e for e in train)
-    fit = 5e-4 / math.sqrt(len(train))
+    # the steps of an epoch: every size that prints each training log's epoch as printed (its
+    # step now exact), an interval; taken from the logs rather than the summary's figures, and
+    # never a fit, whose error would be a guess (a run's printed epochs can all round one way)
+    sizes = _sizes(steps, train)
     out, k = [], -1  # k: the last training log so far
     for epoch, evaluation in every:
         if not evaluation:
@@ -460,31 +461,57 @@ def epoch_steps(
         if not math.isfinite(epoch) or epoch <= 0:
             out.append(low)
             continue
-        e = epoch * per_epoch
+        if sizes[0] > sizes[1]:  # no epoch size prints every training log's epoch as printed
+            out.append(-1)
+            continue
         printed = f"{epoch:.4g}"
         if k >= 0 and epoch == train[k]:
             # with the training log of its step, if no other step prints the same epoch
-            near = _steps_printing(printed, low, per_epoch, fit)
+            near = _steps_printing(printed, sizes)
             out.append(low if near == [low] else -1)
             continue
-        near = _steps_printing(printed, round(e), per_epoch, fit)
+        near = _steps_printing(printed, sizes)
         # its step, if exactly one step prints its epoch (4 significant digits: '101' may be
-        # 100.95), whatever the fitted epoch's small error
+        # 100.95) for every epoch size the training logs allow
         out.append(near[0] if len(near) == 1 and low < near[0] <= high else -1)
     return out
 
 
-def _steps_printing(printed: str, around: int, per_epoch: float, fit: float) -> list[int]:
-    """The steps near `around` whose epoch prints as `printed`, anywhere within the fitted
-    epoch's error."""
-    return sorted(
-        {
-            s
-            for scale in (1 - fit, 1 - fit / 2, 1, 1 + fit / 2, 1 + fit)
-            for s in range(max(around - 3, 0), around + 4)
-            if f"{s / (per_epoch * scale):.4g}" == printed
-        }
-    )
+def _printed_range(printed: str) -> tuple[float, float]:
+    """The numbers that print as `printed` (4 significant digits): `10` is printed for
+    [9.9995, 10.005], the unit below a power of ten being the smaller one."""
+    p = float(printed)
+    if not math.isfinite(p) or p <= 0:
+        return math.nan, math.nan
+    return p - _half_unit(p * (1 - 1e-9)), p + _half_unit(p)
+
+
+def _half_unit(x: float) -> float:
+    """Half the unit of the last digit of `x` printed to 4 significant digits."""
+    return 0.5 * 10.0 ** (math.floor(math.log10(abs(x))) - 3) if x else 0.0
+
+
+def _sizes(steps: list[int], epochs: list[float]) -> tuple[float, float]:
+    """The epoch sizes P for which every step s prints its epoch s / P as it was printed:
+    (lowest, highest); lowest > highest when none does (then no evaluation is placed)."""
+    low, high = 0.0, math.inf
+    for s, e in zip(steps, epochs, strict=True):
+        lo, hi = _printed_range(f"{e:.4g}")
+        if not lo > 0:
+            return math.inf, 0.0
+        low, high = max(low, s / hi), min(high, s / lo)
+    return low * (1 - 1e-12), high * (1 + 1e-12)
+
+
+def _steps_printing(printed: str, sizes: tuple[float, float]) -> list[int]:
+    """The steps whose epoch prints as `printed` for some epoch size in `sizes`: s / P within
+    the printed range for a P in it, so s from lowest x low to highest x high (up to 3 of
+    them: more is as ambiguous)."""
+    lo, hi = _printed_range(printed)
+    if not lo > 0 or sizes[0] > sizes[1]:
+        return []
+    first, last = math.ceil(lo * sizes[0]), math.floor(hi * sizes[1])
+    return list(range(max(first, 1), min(last, first + 2) + 1))
 
 
 def sniff_wrapped_dicts(lines: list[str]) -> bool:
