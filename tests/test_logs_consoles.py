@@ -1,7 +1,9 @@
 """Consoles found in the sixteenth search of issue #12, each written here as the real code
 prints it: mlx-lm's `Iter N:` lines of `Name number unit` items, prime-rl's `Step N | ...` lines
 of its orchestrator and trainer (names of several words, units, a bare duration), and a Kaggle
-kernel's log (a JSON array of the notebook's output chunks)."""
+kernel's log (a JSON array of the notebook's output chunks). From the seventeenth search: a
+hand-written loop's `Epoch N/M` header with its results on the lines below it, and a JSONL loop
+counting its `update`s."""
 
 from __future__ import annotations
 
@@ -219,3 +221,52 @@ def test_a_kaggle_like_line_inside_another_log_leaves_it_as_it_is(tmp_path: Path
     )
     rows = _rows(logs.load_file(f))
     assert sorted({s for k, s in rows if k == "reward"}) == list(range(1, 21))
+
+
+def _epoch_blocks(epochs: int) -> str:
+    """A hand-written GRPO loop (as a W&B run's output.log captured it): debug lines during the
+    epoch, then `Epoch N/50` alone on its line and the epoch's results below it, tab-indented;
+    an evaluation line every 5 epochs names the epoch too, with no `/total`."""
+    out = ["You're using a Qwen2TokenizerFast tokenizer."]
+    for e in range(1, epochs + 1):
+        if e % 5 == 0:
+            out.append(f"  [EVAL] Epoch {e}: Test Reward (greedy): {e / 500:.4f}")
+        out += [f"  [DEBUG] gradient norm: {7 + e / 10:.6f}", "  [DEBUG] rewards: [0.05, 0.0]"]
+        out += [f"Epoch {e}/50", f" \tLoss: {1 / e:.4f}", f" \tReward: {e / 100:.4f}"]
+    return "\n".join(out) + "\n"
+
+
+def test_an_epoch_header_alone_on_its_line_opens_a_block_of_results(tmp_path: Path) -> None:
+    """`Epoch 3/50` and nothing else, then `\tLoss: 0.0055`, `\tReward: 0.0094`: the results
+    below the header are that epoch's (before, no line had a counter and pairs: exit 2). Lines
+    that only mention an epoch (`[EVAL] Epoch 5: ...`) open no block, and debug lines are no
+    results."""
+    f = tmp_path / "output.log"
+    f.write_text(_epoch_blocks(16))
+    rows = _rows(logs.load_file(f))
+    assert {k for k, _ in rows} == {"loss", "reward"}
+    assert sorted(s for k, s in rows if k == "reward") == list(range(1, 17))
+    assert rows[("loss", 4)] == 0.25 and rows[("reward", 16)] == 0.16
+    out = subprocess.run(
+        [sys.executable, "-m", "rlwatch", "diagnose", str(f)], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    # a header with words after it is a line that mentions an epoch, not a header
+    g = tmp_path / "words.log"
+    g.write_text(_epoch_blocks(16).replace("/50\n", "/50 starting\n"))
+    try:
+        rows = _rows(logs.load_file(g))
+    except SourceError:
+        rows = {}
+    assert not rows
+
+
+def test_a_jsonl_loop_counting_its_updates(tmp_path: Path) -> None:
+    """A REINFORCE loop's `{"update": 3, "loss": ..., "reward": ...}`: `update` is its step,
+    as `grpo_step` or `iteration` is another loop's (before: exit 2, no step)."""
+    f = tmp_path / "train_metrics.jsonl"
+    recs = [{"update": u, "loss": 1 / u, "reward": u / 40, "baseline": 0.3} for u in range(1, 41)]
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    rows = _rows(logs.load_file(f))
+    assert sorted(s for k, s in rows if k == "reward") == list(range(1, 41))
+    assert rows[("reward", 20)] == 0.5 and ("update", 1) not in rows

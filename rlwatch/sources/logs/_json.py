@@ -36,10 +36,11 @@ except ImportError:  # pragma: no cover - orjson is installed in CI
     _fast_loads, _FastError = json.loads, json.JSONDecodeError
 
 NUMERIC = {float, int}
-# a hand-written trainer's own step counter (`grpo_step`, `train_step`, `iteration`): the
-# step of a flat JSONL file whose records hold none of STEP_KEYS (the first such key of the
-# first record without one; `total_steps` and `eval_every_step` are no counters)
-OWN_STEP = re.compile(r"(?:[a-z0-9]+_)?(?:step|iteration|iter)\Z")
+# a hand-written trainer's own step counter (`grpo_step`, `train_step`, `iteration`, a
+# REINFORCE loop's `update`, `episode`): the step of a flat JSONL file whose records hold none
+# of STEP_KEYS (the first such key of the first record without one; `total_steps` and
+# `eval_every_step` are no counters)
+OWN_STEP = re.compile(r"(?:[a-z0-9]+_)?(?:step|iteration|iter|update|episode|round)\Z")
 # a record's kind, written as a string field (`{"type": "eval", ...}`); an evaluation's keys
 # are named `eval/<key>` so they never overwrite the training's same-named keys of its step
 KIND_KEYS = ("type", "split", "phase", "stage", "kind", "mode")

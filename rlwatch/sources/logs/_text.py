@@ -964,6 +964,17 @@ class KeyValues:
         self.block, self.block_lines, self.section = step, 0, ""
         return True
 
+    def own_header(self, line: str, found: re.Match[str]) -> None:
+        """A line that is the loop's own counter and decoration only (`Epoch 3/50`, `===
+        Episode 12 ===`), in a file no other counter counts: its step opens a block, whose
+        `Name: number` lines follow it (a hand-written loop printing `Epoch 3/50`, then
+        `\\tLoss: 0.0055`, `\\tReward: 0.0094`)."""
+        if len(line) > 200 or not HEADER_REST.match(line[: found.start()] + line[found.end() :]):
+            return
+        step = self._own_step(found)
+        if step is not None:
+            self.block, self.block_lines, self.section = step, 0, ""
+
     def line(self, line: str) -> bool:
         found = None
         for pat in COUNTERS:
@@ -1002,6 +1013,8 @@ class KeyValues:
         ]
         self.on_bar = found.re is BAR_COUNTER
         if len(pairs) < 2 and own:
+            if not pairs:  # `Epoch 3/50` alone on its line: a block's header, as below
+                self.own_header(line, found)
             return False
         if len(pairs) < 2:
             # a block's header opens a block; a line naming a later step closes the open one
