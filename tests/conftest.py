@@ -121,3 +121,59 @@ def followed_rows(
             watch.poll()
     watch.poll()
     return {(r.tag, r.step): r.value for r in watch.rows().itertuples()}
+
+
+@pytest.fixture
+def mlflow_server(mlflow_service: tuple[str, Path]) -> str:
+    """The address of the session's real `mlflow server`."""
+    return mlflow_service[0]
+
+
+@pytest.fixture(scope="session")
+def mlflow_service(tmp_path_factory: pytest.TempPathFactory):
+    """A real `mlflow server` (sqlite backend, 127.0.0.1, a free port), one for the whole session:
+    it takes ~17 s to start here, and each test module's runs live in experiments of their own.
+    (its address, its sqlite file)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    pytest.importorskip("mlflow", reason="the mlflow extra is part of rlwatch[test]")
+    d = tmp_path_factory.mktemp("mlflow")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(d / "server.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "mlflow", "server"),
+            *("--backend-store-uri", f"sqlite:///{d}/mlflow.db"),
+            *("--default-artifact-root", str(d / "artifacts")),
+            *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    uri = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while True:
+        try:
+            urllib.request.urlopen(f"{uri}/health", timeout=1)
+            break
+        except OSError:
+            if proc.poll() is not None or time.time() > deadline:
+                proc.kill()
+                log.close()
+                pytest.fail(
+                    f"mlflow server did not start: {(d / 'server.log').read_text()[-2000:]}"
+                )
+            time.sleep(0.3)
+    yield uri, d / "mlflow.db"
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()

@@ -7,10 +7,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -59,52 +56,10 @@ def log_run(uri: str, experiment: str, name: str, steps: int = 60, *, broken: bo
     return run.info.run_id
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> str:
-    d = tmp_path_factory.mktemp("mlflow")
-    port = _free_port()
-    log = open(d / "server.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mlflow",
-            "server",
-            "--backend-store-uri",
-            f"sqlite:///{d}/mlflow.db",
-            "--default-artifact-root",
-            str(d / "artifacts"),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    uri = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while True:
-        try:
-            urllib.request.urlopen(f"{uri}/health", timeout=1)
-            break
-        except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                proc.kill()
-                log.close()
-                pytest.fail(
-                    f"mlflow server did not start: {(d / 'server.log').read_text()[-2000:]}"
-                )
-            time.sleep(0.3)
-    yield uri
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+@pytest.fixture
+def server(mlflow_server: str) -> str:
+    """The suite's real `mlflow server` (conftest.py: one for the whole session)."""
+    return mlflow_server
 
 
 def test_a_run_on_a_server_by_id_and_by_name(server: str) -> None:

@@ -9,7 +9,6 @@ import threading
 import time
 
 import pytest
-from test_mlflow import server  # noqa: F401  (the real server fixture)
 from typer.testing import CliRunner
 
 from rlwatch.cli.app import app
@@ -61,16 +60,18 @@ def _episodes(verdicts: list[dict]) -> list[tuple[str, int, int]]:
     )
 
 
-def test_tail_follows_an_mlflow_run_as_diagnose_reads_it(server: str) -> None:  # noqa: F811
+def test_tail_follows_an_mlflow_run_as_diagnose_reads_it(mlflow_server: str) -> None:
     from mlflow import MlflowClient
 
-    client = MlflowClient(server)
+    client = MlflowClient(mlflow_server)
     exp = client.create_experiment(f"tail-live-{time.time_ns()}")
     run_id = client.create_run(exp, run_name="live").info.run_id
     target = f"mlflow:{run_id}"
-    watch = Watch([target], load_rules(), tracking_uri=server, keep_rows=True, stall_floor=1e9)
+    watch = Watch(
+        [target], load_rules(), tracking_uri=mlflow_server, keep_rows=True, stall_floor=1e9
+    )
     done = threading.Event()
-    writer = threading.Thread(target=_write, args=(server, run_id, 90, done))
+    writer = threading.Thread(target=_write, args=(mlflow_server, run_id, 90, done))
     writer.start()
     events = []
     polls = 0
@@ -84,7 +85,7 @@ def test_tail_follows_an_mlflow_run_as_diagnose_reads_it(server: str) -> None:  
     events += watch.poll()
     assert polls > 5  # followed while it was written, not read once at the end
 
-    final = load([target], tracking_uri=server)
+    final = load([target], tracking_uri=mlflow_server)
     key = ["metric", "step", "value"]
 
     def rows(d):
@@ -95,7 +96,8 @@ def test_tail_follows_an_mlflow_run_as_diagnose_reads_it(server: str) -> None:  
     assert rows(watch.rows()) == rows(final.data)  # nothing lost, nothing twice
 
     r = CliRunner().invoke(
-        app, ["diagnose", target, "--tracking-uri", server, "--format", "json", "--exit-zero"]
+        app,
+        ["diagnose", target, "--tracking-uri", mlflow_server, "--format", "json", "--exit-zero"],
     )
     assert r.exit_code == 0, r.output
     diagnose = _episodes(json.loads(r.stdout)["verdicts"])
