@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# the runner's terminal is not the tests' business: xdist's workers set COLUMNS=80, which rich
+# and `tail --plain` take as the width of piped output (a test that wants one sets it)
+for _var in ("COLUMNS", "LINES"):
+    os.environ.pop(_var, None)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -132,8 +138,8 @@ def mlflow_server(mlflow_service: tuple[str, Path]) -> str:
 @pytest.fixture(scope="session")
 def mlflow_service(tmp_path_factory: pytest.TempPathFactory):
     """A real `mlflow server` (sqlite backend, 127.0.0.1, a free port), one for the whole session:
-    it takes ~17 s to start here, and each test module's runs live in experiments of their own.
-    (its address, its sqlite file)."""
+    it takes ~17 s to start here, and each test module's runs live in experiments of their own
+    (its address, its sqlite file). Each xdist worker that runs a test needing it starts one."""
     import socket
     import subprocess
     import sys
