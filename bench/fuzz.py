@@ -69,6 +69,8 @@ KINDS = [
     "kaggle_log",
     "mlx_iter",
     "prime_console",
+    "epoch_blocks",
+    "update_jsonl",
     "rules",
     "config",
     "pyproject",
@@ -352,6 +354,19 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
         for s in range(1, steps + 1)
     )
     seeds["prime_console"] = ("orchestrator.log", prime.encode())
+    # a loop's `Epoch N/M` alone on its line, its results tab-indented below it
+    blocks = "".join(
+        f"  [DEBUG] gradient norm: {7 + s / 10:.6f}\nEpoch {s}/50\n \tLoss: {1 / s:.4f}\n"
+        f" \tReward: {s / 100:.4f}\n"
+        for s in range(1, steps + 1)
+    )
+    seeds["epoch_blocks"] = ("output.log", blocks.encode())
+    # a REINFORCE loop's JSONL counting its `update`s
+    updates = "".join(
+        json.dumps({"update": s, "loss": 1 / s, "reward": s / 100, "baseline": 0.3}) + "\n"
+        for s in range(1, steps + 1)
+    )
+    seeds["update_jsonl"] = ("train_metrics.jsonl", updates.encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])
