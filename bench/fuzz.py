@@ -340,33 +340,40 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
         + "]"
     )
     seeds["kaggle_log"] = ("kernel.log", kaggle.encode())
-    # mlx-lm's `Iter N:` items of words, a number and a unit
-    mlx = "".join(
-        f"Iter {s}: Train loss {0.7 - s / 1e3:.3f}, Chosen reward {-s / 100:.3f}, "
-        f"It/sec 1.015, Peak mem 2.334 GB\n"
-        for s in range(1, steps + 1)
-    )
-    seeds["mlx_iter"] = ("mlx.log", mlx.encode())
-    # prime-rl's console: `Step N | 1m 13s | Reward 0.39 | Seq. Length: 345.6 tokens/sample`
-    prime = "".join(
-        f"02:33:26 SUCCESS Step {s} | {'1m 13s':>7} | Reward {s / 100:.4f} | "
-        f"Trainable 60/64 (93.8%) | Seq. Length: {300 + s:.1f} tokens/sample | Truncation 3.1%\n"
-        for s in range(1, steps + 1)
-    )
-    seeds["prime_console"] = ("orchestrator.log", prime.encode())
-    # a loop's `Epoch N/M` alone on its line, its results tab-indented below it
-    blocks = "".join(
-        f"  [DEBUG] gradient norm: {7 + s / 10:.6f}\nEpoch {s}/50\n \tLoss: {1 / s:.4f}\n"
-        f" \tReward: {s / 100:.4f}\n"
-        for s in range(1, steps + 1)
-    )
-    seeds["epoch_blocks"] = ("output.log", blocks.encode())
-    # a REINFORCE loop's JSONL counting its `update`s
-    updates = "".join(
-        json.dumps({"update": s, "loss": 1 / s, "reward": s / 100, "baseline": 0.3}) + "\n"
-        for s in range(1, steps + 1)
-    )
-    seeds["update_jsonl"] = ("train_metrics.jsonl", updates.encode())
+    per_step = {  # kind: (file name, the text of step s)
+        # mlx-lm's `Iter N:` items of words, a number and a unit
+        "mlx_iter": (
+            "mlx.log",
+            lambda s: (
+                f"Iter {s}: Train loss {0.7 - s / 1e3:.3f}, Chosen reward {-s / 100:.3f}, "
+                "It/sec 1.015, Peak mem 2.334 GB\n"
+            ),
+        ),
+        # prime-rl's console: `Step N | 1m 13s | Reward 0.39 | Seq. Length: 345.6 tokens/sample`
+        "prime_console": (
+            "orchestrator.log",
+            lambda s: (
+                f"02:33:26 SUCCESS Step {s} | {'1m 13s':>7} | Reward {s / 100:.4f} | "
+                f"Trainable 60/64 (93.8%) | Seq. Length: {300 + s:.1f} tokens/sample | "
+                "Truncation 3.1%\n"
+            ),
+        ),
+        # a loop's `Epoch N/M` alone on its line, its results tab-indented below it
+        "epoch_blocks": (
+            "output.log",
+            lambda s: (
+                f"  [DEBUG] gradient norm: {7 + s / 10:.6f}\nEpoch {s}/50\n"
+                f" \tLoss: {1 / s:.4f}\n \tReward: {s / 100:.4f}\n"
+            ),
+        ),
+        # a REINFORCE loop's JSONL counting its `update`s
+        "update_jsonl": (
+            "train_metrics.jsonl",
+            lambda s: json.dumps({"update": s, "loss": 1 / s, "reward": s / 100}) + "\n",
+        ),
+    }
+    for kind, (name, text) in per_step.items():
+        seeds[kind] = (name, "".join(map(text, range(1, steps + 1))).encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])
