@@ -129,6 +129,15 @@ def followed_rows(
     return {(r.tag, r.step): r.value for r in watch.rows().itertuples()}
 
 
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.fixture
 def mlflow_server(mlflow_service: tuple[str, Path]) -> str:
     """The address of the session's real `mlflow server`."""
@@ -140,7 +149,6 @@ def mlflow_service(tmp_path_factory: pytest.TempPathFactory):
     """A real `mlflow server` (sqlite backend, 127.0.0.1, a free port), one for the whole session:
     it takes ~17 s to start here, and each test module's runs live in experiments of their own
     (its address, its sqlite file). Each xdist worker that runs a test needing it starts one."""
-    import socket
     import subprocess
     import sys
     import time
@@ -148,9 +156,7 @@ def mlflow_service(tmp_path_factory: pytest.TempPathFactory):
 
     pytest.importorskip("mlflow", reason="the mlflow extra is part of rlwatch[test]")
     d = tmp_path_factory.mktemp("mlflow")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     log = open(d / "server.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 from typer.testing import CliRunner
 
 from rlwatch.cli.app import app
@@ -18,12 +18,6 @@ from rlwatch.sources import load, mlflow_source
 
 mlflow = pytest.importorskip("mlflow", reason="the mlflow extra is part of rlwatch[test]")
 runner = CliRunner()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def log_run(uri: str, experiment: str, name: str, steps: int = 60, *, broken: bool = False) -> str:
@@ -112,7 +106,7 @@ def test_an_unreachable_server_fails_fast_with_the_uri_redacted() -> None:
     """The behaviour (exit 2, "unreachable", the password never shown) and a bound with slack:
     connection refused is answered at once, so even a loaded machine stays far below the
     client's own minutes of retries; timed in-process (no interpreter start-up in the bound)."""
-    uri = f"http://alice:s3cret@127.0.0.1:{_free_port()}"
+    uri = f"http://alice:s3cret@127.0.0.1:{free_port()}"
     t0 = time.perf_counter()
     r = runner.invoke(app, ["diagnose", "mlflow:exp/run", "--tracking-uri", uri])
     elapsed = time.perf_counter() - t0

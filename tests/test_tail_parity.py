@@ -35,13 +35,15 @@ METRIC_FILES = (
 )
 
 
+CORPUS = FIXTURES / "realgen" / "runs"
+
+
 def _runs() -> list[Path]:
     runs = [
         p for p in sorted(FIXTURES.iterdir()) if p.is_dir() and p.name not in ("realgen", "bad")
     ]
-    corpus = FIXTURES / "realgen" / "runs"
-    if corpus.is_dir():
-        runs += sorted(p for p in corpus.iterdir() if p.is_dir())
+    if CORPUS.is_dir():
+        runs += sorted(p for p in CORPUS.iterdir() if p.is_dir())
     return [r for r in runs if any(_is_metric(f) for f in r.rglob("*") if f.is_file())]
 
 
@@ -106,7 +108,7 @@ def test_tail_reports_what_diagnose_reports(run: Path, tmp_path: Path) -> None:
     suite's longest test, kept within the suite's time."""
     dst = tmp_path / run.name
     dst.mkdir()
-    share = 0.35 if run.parent.name == "runs" and run.parent.parent.name == "realgen" else 0.7
+    share = 0.35 if run.parent == CORPUS else 0.7
     watch = _replay(run, dst, seed=len(run.name), poll_share=share)
     tail = _episodes([v.to_dict() for v in watch.verdicts()])
     r = CliRunner().invoke(app, ["diagnose", str(dst), "--format", "json", "--exit-zero"])
