@@ -35,6 +35,39 @@ def test_startup_imports_nothing_heavy() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--help"],
+        ["-h"],
+        ["--version"],
+        ["--bogus"],
+        ["bogus"],
+        ["diagnose", "--help"],
+        ["tail", "-h"],
+        ["diff"],
+        ["rules", "--help"],
+        ["rules", "explain", "--help"],
+        ["rules", "explain", "KL02"],
+        ["--", "diagnose"],
+    ],
+)
+def test_a_command_line_gets_the_same_answer_from_the_app_main_builds(args: list[str]) -> None:
+    """`main` builds only the command a line names (the listing alone for `--help`): the
+    output and exit code must be what the whole app gives."""
+    from rlwatch.cli.app import _for
+
+    built = _for(args)
+    if args[:1] == ["--help"]:  # the top-level help: a listing, not every command's parameters
+        assert all(c.callback.__name__ == "stand_in" for c in built.registered_commands)
+    if args[:1] == ["diagnose"]:
+        assert [c.name for c in built.registered_commands] == ["diagnose"]
+    want = runner.invoke(app, args, prog_name="rlwatch")
+    got = runner.invoke(built, args, prog_name="rlwatch")
+    assert (got.exit_code, got.output) == (want.exit_code, want.output)
+
+
 def test_help_teaches_commands_and_exit_codes() -> None:
     r = runner.invoke(app, ["--help"])
     assert r.exit_code == 0

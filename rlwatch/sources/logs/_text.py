@@ -14,7 +14,6 @@ import math
 import re
 from array import array
 from collections.abc import Iterator
-from html.parser import HTMLParser
 from typing import Any
 
 import numpy as np
@@ -556,34 +555,42 @@ def _int_like(v: Any) -> bool:
 
 
 # -- a Jupyter notebook's progress table ---------------------------------------------------
-class _Tables(HTMLParser):
-    """The rows of every <table> in an HTML text (cells as text)."""
+def _html_tables(text: str) -> list[list[list[str]]]:
+    """The rows of every <table> in an HTML text (cells as text). html.parser is imported here:
+    most logs hold no HTML, and its import is ~6 ms of every start-up."""
+    from html.parser import HTMLParser
 
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tables: list[list[list[str]]] = []
-        self.row: list[str] | None = None
-        self.cell: list[str] | None = None
+    class Tables(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.tables: list[list[list[str]]] = []
+            self.row: list[str] | None = None
+            self.cell: list[str] | None = None
 
-    def handle_starttag(self, tag: str, attrs: Any) -> None:
-        if tag == "table":
-            self.tables.append([])
-        elif tag == "tr" and self.tables:
-            self.row = []
-            self.tables[-1].append(self.row)
-        elif tag in ("td", "th") and self.row is not None:
-            self.cell = []
+        def handle_starttag(self, tag: str, attrs: Any) -> None:
+            if tag == "table":
+                self.tables.append([])
+            elif tag == "tr" and self.tables:
+                self.row = []
+                self.tables[-1].append(self.row)
+            elif tag in ("td", "th") and self.row is not None:
+                self.cell = []
 
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("td", "th") and self.cell is not None and self.row is not None:
-            self.row.append("".join(self.cell).strip())
-            self.cell = None
-        elif tag == "tr":
-            self.row = None
+        def handle_endtag(self, tag: str) -> None:
+            if tag in ("td", "th") and self.cell is not None and self.row is not None:
+                self.row.append("".join(self.cell).strip())
+                self.cell = None
+            elif tag == "tr":
+                self.row = None
 
-    def handle_data(self, data: str) -> None:
-        if self.cell is not None:
-            self.cell.append(data)
+        def handle_data(self, data: str) -> None:
+            if self.cell is not None:
+                self.cell.append(data)
+
+    parser = Tables()
+    with contextlib.suppress(AssertionError, ValueError):  # html.parser is lenient
+        parser.feed(text)
+    return parser.tables
 
 
 FIRST_COLUMNS = ("Step", "Epoch")
@@ -648,10 +655,7 @@ def notebook_tables(text: str, own: bool = False) -> list[list[list[str]]]:
     `own`, markdown tables of one's own with a step column instead (`_step_table`)."""
     tables: list[list[list[str]]] = []
     if "<th" in text and not own:
-        parser = _Tables()
-        with contextlib.suppress(AssertionError, ValueError):  # html.parser is lenient
-            parser.feed(text.replace("\\n", "\n").replace('\\"', '"'))
-        for table in parser.tables:
+        for table in _html_tables(text.replace("\\n", "\n").replace('\\"', '"')):
             if table and table[0] and table[0][0] in FIRST_COLUMNS:
                 tables.append([table[0], *(r for r in table[1:] if len(r) == len(table[0]))])
         if tables:
