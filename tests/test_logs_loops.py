@@ -291,6 +291,33 @@ def test_tensorboards_csv_export_of_a_runs_tags(tmp_path: Path) -> None:
     assert resolved.canonical["entropy"] == "train_entropy"
 
 
+def test_tensorboard_exports_renamed_after_their_tags_are_one_run(tmp_path: Path) -> None:
+    """TensorBoard's CSV exports renamed by hand after the tag each holds (`kl.csv`,
+    `TrainRewardsMargins.csv`, header `Wall time,Step,Value`): the folder's exports are one
+    run named after the folder, each file's values under its tag, a camel-case name's words
+    joined with `_` as TensorBoard joins a tag's parts (`train_rewards_margins` is TRL's
+    `train/rewards/margins`), not a run per file of `Value`s."""
+    d = tmp_path / "dpo_curves"
+    d.mkdir()
+    for name, f in [("TrainRewardsMargins", 0.02), ("TrainLogpsChosen", -0.5), ("kl", 0.001)]:
+        (d / f"{name}.csv").write_text(
+            "Wall time,Step,Value\n"
+            + "".join(f"{1.7e9 + s * 10.5},{s * 10},{1 + f * s}\n" for s in range(1, 31))
+        )
+    (d / "notes.csv").write_text("step,comment\n1,warm-up\n")  # not an export: its own run
+    frame = load(str(d / "TrainRewardsMargins.csv"))  # one export alone: its tag
+    assert {t for t, _ in _rows(frame)} == {"train_rewards_margins"}
+    frame = load(str(d))
+    assert "dpo_curves" in frame.runs
+    rows = {k: v for k, v in _rows(frame).items() if k[0] != "comment"}
+    assert {t for t, _ in rows} == {"train_rewards_margins", "train_logps_chosen", "kl"}
+    assert rows[("train_logps_chosen", 100)] == pytest.approx(-4.0)
+    from rlwatch import names
+
+    resolved = names.resolve(sorted({t for t, _ in rows}))
+    assert resolved.canonical["dpo_margin"] == "train_rewards_margins"
+
+
 def test_slimes_console_of_rollout_and_step_dicts(tmp_path: Path) -> None:
     """slime logs `rollout N: {...}` (the rollout's reward, lengths), then its train steps'
     `step S: {...}`, then `perf N: {...}`: the run's steps are the rollout ids, a rollout's

@@ -450,7 +450,9 @@ def export_runs(path: Path) -> list[str]:
     header = _text._csv_header(line)
     if header is None:
         return []
-    tb = _text.tb_export(path.name, header)  # TensorBoard's export of one of a run's tags
+    # TensorBoard's export of one of a run's tags; renamed (no run in its name), of the run
+    # its folder's exports are
+    tb = _text.tb_export(path.name, header, path.absolute().parent.name or "run")
     return [tb[0]] if tb is not None else _text.export_runs(header)
 
 

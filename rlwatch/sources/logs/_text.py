@@ -1375,12 +1375,23 @@ TB_EXPORT = re.compile(r"^run-(.+)-tag-(.+)\.csv$", re.I)
 TB_HEADER = ["wall time", "step", "value"]
 
 
-def tb_export(name: str, header: list[str]) -> tuple[str, str] | None:
-    """(run, tag) of a TensorBoard scalar export named `name` with this header, or None."""
-    m = TB_EXPORT.match(name)
-    if m is None or [h.strip().lower() for h in header] != TB_HEADER:
+# a word boundary inside a camel-case name: `TrainRewardsMargins`, `ObjectiveKL`, `EvalAcc`
+CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def tb_export(name: str, header: list[str], folder: str = "") -> tuple[str, str] | None:
+    """(run, tag) of a TensorBoard scalar export named `name` with this header, or None. An
+    export renamed after its tag (`kl.csv`, `TrainRewardsMargins.csv`: `Wall time,Step,Value`
+    under another name) holds that tag, a camel-case name's words joined as TensorBoard's name
+    joins a tag's parts (`train_rewards_margins`), and belongs to the run of its folder's
+    exports (`folder`)."""
+    if [h.strip().lower() for h in header] != TB_HEADER:
         return None
-    return m.group(1), m.group(2)
+    m = TB_EXPORT.match(name)
+    if m is not None:
+        return m.group(1), m.group(2)
+    stem = name.rsplit(".", 1)[0]
+    return folder, stem if "_" in stem or "/" in stem else CAMEL.sub("_", stem).lower()
 
 
 # a column naming the run of each row, in a CSV of several runs' rows one after another
