@@ -270,3 +270,23 @@ def test_a_jsonl_loop_counting_its_updates(tmp_path: Path) -> None:
     rows = _rows(logs.load_file(f))
     assert sorted(s for k, s in rows if k == "reward") == list(range(1, 41))
     assert rows[("reward", 20)] == 0.5 and ("update", 1) not in rows
+
+
+def test_a_loops_list_of_sample_rewards_is_their_mean_and_spread(tmp_path: Path) -> None:
+    """A hand-written GRPO loop logs each step's samples as a list (`"rewards": [0.0, 1.0]`):
+    read as `rewards/mean` and `rewards/std` (population), the batch's reward and its spread,
+    on Arrow's fast path and record by record alike; lists of anything else are no metric."""
+    recs = [
+        {"step": s, "rewards": [1.0, 1.0] if s % 5 else [0.0, 1.0], "loss": 0.1, "answers": ["7"]}
+        for s in range(1, 41)
+    ]
+    for name, extra in [("plain.jsonl", {}), ("nulls.jsonl", {"note": None})]:
+        f = tmp_path / name
+        f.write_text("".join(json.dumps({**r, **extra}) + "\n" for r in recs))
+        frame = logs.load_file(f)
+        rows = _rows(frame)
+        assert rows[("rewards/std", 5)] == 0.5 and rows[("rewards/mean", 5)] == 0.5
+        assert rows[("rewards/std", 6)] == 0.0 and rows[("rewards/mean", 6)] == 1.0
+        assert not any(k.startswith("answers") for k, _ in rows)
+        canonical = names.resolve(sorted({k for k, _ in rows})).canonical
+        assert canonical["reward_std"] == "rewards/std"

@@ -17,6 +17,7 @@ from rlwatch.sources._filetail import complete_last
 from rlwatch.sources._rows import STEP_KEYS
 
 MAX_STEP = 2**63 - 1
+MAX_SAMPLES = 1 << 16  # a longer list of numbers is no batch's samples (a per-token array)
 BLOCK = 4 << 20  # bytes read at a time
 MAX_LINE = 64 << 20  # a longer line is skipped (and named in a warning), never held whole
 LONG_LINE = 512  # bytes a line on average: a block of such lines is read as views, not split
@@ -192,10 +193,27 @@ class Cols:
                     self.skip("values nested too deep", key=name)
             elif isinstance(v, str) and not (strings and _numeric_text(v)):
                 self.skip("non-numeric values", key=name)
+            elif isinstance(v, list):
+                self._samples(step, name, v, wall)
             else:
                 x = self.value(name, v)
                 if x is not None:
                     self.add(step, name, x, wall)
+
+    def _samples(self, step: int, name: str, v: list[Any], wall: float) -> None:
+        """A list of numbers logged at a step (a hand-written loop's `"rewards": [0.0, 1.0]`):
+        a batch's samples, read as their mean and spread, `<key>/mean` and `<key>/std`
+        (population, as TRL's reward_std over a group). Any other list is no metric."""
+        if 2 <= len(v) <= MAX_SAMPLES and all(type(x) in (int, float) for x in v):
+            try:
+                a = np.asarray(v, np.float64)
+            except OverflowError:
+                a = np.array([math.inf])
+            if np.isfinite(a).all():
+                self.add(step, f"{name}/mean", float(a.mean()), wall)
+                self.add(step, f"{name}/std", float(a.std()), wall)
+                return
+        self.skip("non-numeric values", key=name)
 
     def step(self, x: object) -> int | None:
         """A step as logged -> an int64 step, or None (counted) when it cannot be one."""

@@ -332,6 +332,8 @@ class JsonLines:
             leaves = list(_leaves(fields, ""))
         except _NotPlain:
             return False
+        if any(_number_list(arr.type) for _, arr in leaves):  # samples: record by record
+            return False
         names_, values, valid = [], [], []
         for name, arr in leaves:
             if name in STEP_KEYS and "/" not in name and self.fmt == "verl-jsonl":
@@ -545,6 +547,15 @@ def _leaves(fields: list[tuple[str, Any]], prefix: str) -> Any:
             yield from _leaves(sub, f"{prefix}{name}/")
         else:
             yield f"{prefix}{name}", arr
+
+
+def _number_list(t: Any) -> bool:
+    """Whether an Arrow type is a list of numbers (a batch's samples, `Cols._samples`)."""
+    import pyarrow as pa
+
+    return (pa.types.is_list(t) or pa.types.is_large_list(t)) and (
+        pa.types.is_integer(t.value_type) or pa.types.is_floating(t.value_type)
+    )
 
 
 class _NotPlain(Exception):
