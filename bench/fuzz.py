@@ -71,6 +71,8 @@ KINDS = [
     "prime_console",
     "epoch_blocks",
     "update_jsonl",
+    "sample_lists",
+    "tb_renamed",
     "rules",
     "config",
     "pyproject",
@@ -371,9 +373,21 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
             "train_metrics.jsonl",
             lambda s: json.dumps({"update": s, "loss": 1 / s, "reward": s / 100}) + "\n",
         ),
+        # a GRPO loop's JSONL with each step's samples as a list
+        "sample_lists": (
+            "grpo_log.jsonl",
+            lambda s: (
+                json.dumps({"step": s, "rewards": [s % 2, 1.0], "skipped": s % 3 == 0}) + "\n"
+            ),
+        ),
     }
     for kind, (name, text) in per_step.items():
         seeds[kind] = (name, "".join(map(text, range(1, steps + 1))).encode())
+    # TensorBoard's CSV export of one tag, renamed after it
+    tb = "Wall time,Step,Value\n" + "".join(
+        f"{1.7e9 + s * 10.5},{s},{s / 100}\n" for s in range(1, steps + 1)
+    )
+    seeds["tb_renamed"] = ("TrainRewardsMargins.csv", tb.encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])

@@ -290,3 +290,20 @@ def test_a_loops_list_of_sample_rewards_is_their_mean_and_spread(tmp_path: Path)
         assert not any(k.startswith("answers") for k, _ in rows)
         canonical = names.resolve(sorted({k for k, _ in rows})).canonical
         assert canonical["reward_std"] == "rewards/std"
+    # samples whose mean overflows, or beyond float: no number (and no numpy warning)
+    f = tmp_path / "huge.jsonl"
+    f.write_text(
+        "".join(
+            json.dumps({"step": s, "rewards": [1e308, 1.7e308] if s == 3 else [1, 10**400]}) + "\n"
+            for s in range(1, 6)
+        )
+        + "".join(json.dumps({"step": s, "rewards": [0.5, 1.0]}) + "\n" for s in range(6, 9))
+    )
+    r = subprocess.run(
+        [sys.executable, "-W", "error", "-m", "rlwatch", "metrics", str(f)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0 and "RuntimeWarning" not in r.stderr, r.stderr
+    rows = _rows(logs.load_file(f))
+    assert sorted(s for k, s in rows if k == "rewards/std") == [6, 7, 8]

@@ -209,9 +209,11 @@ class Cols:
                 a = np.asarray(v, np.float64)
             except OverflowError:
                 a = np.array([math.inf])
-            if np.isfinite(a).all():
-                self.add(step, f"{name}/mean", float(a.mean()), wall)
-                self.add(step, f"{name}/std", float(a.std()), wall)
+            with np.errstate(all="ignore"):  # near float's limit the mean overflows: no number
+                mean, std = float(a.mean()), float(a.std())
+            if math.isfinite(mean) and math.isfinite(std):
+                self.add(step, f"{name}/mean", mean, wall)
+                self.add(step, f"{name}/std", std, wall)
                 return
         self.skip("non-numeric values", key=name)
 
