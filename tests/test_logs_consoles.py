@@ -307,3 +307,56 @@ def test_a_loops_list_of_sample_rewards_is_their_mean_and_spread(tmp_path: Path)
     assert r.returncode == 0 and "RuntimeWarning" not in r.stderr, r.stderr
     rows = _rows(logs.load_file(f))
     assert sorted(s for k, s in rows if k == "rewards/std") == [6, 7, 8]
+
+
+def test_a_notebooks_printed_results_after_long_cells(tmp_path: Path) -> None:
+    """A notebook (LLMs-from-scratch's DPO chapter) whose loop prints `Ep 1 (Step 000005):
+    Train loss 0.691, Val loss 0.692, Train reward margins 0.040, ...` below cells of code
+    that fill its first 2,000 lines of JSON: sniffed by the counted lines (before: exit 2,
+    "unrecognised log format")."""
+    code = [f"x_{i} = {i}\n" for i in range(2100)]
+    prints = [
+        f"Ep 1 (Step {s:06d}): Train loss {0.69 - s / 1e3:.3f}, Val loss {0.69 - s / 2e3:.3f}, "
+        f"Train reward margins {s / 50:.3f}, Val reward margins {s / 60:.3f}\n"
+        for s in range(0, 120, 5)
+    ]
+    nb = {
+        "cells": [
+            {"cell_type": "code", "metadata": {}, "source": code, "outputs": []},
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "source": ["train()"],
+                "outputs": [{"name": "stdout", "output_type": "stream", "text": prints}],
+            },
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    f = tmp_path / "dpo-from-scratch.ipynb"
+    f.write_text(json.dumps(nb, indent=1))
+    assert logs.sniff(f) == "kv-pairs"
+    rows = _rows(logs.load_file(f))
+    assert sorted(s for k, s in rows if k == "loss") == list(range(0, 120, 5))
+    assert rows[("reward_margins", 50)] == 1.0
+
+
+def test_a_jsonl_whose_step_is_a_namespaced_float(tmp_path: Path) -> None:
+    """ROLL's metrics JSONL (its W&B mirror) counts in `"system/step": 3.0`, last of ~100 keys,
+    among `timing_s/step`-like times: that whole float is the step (before: exit 2)."""
+    f = tmp_path / "metrics.jsonl"
+    recs = [
+        {
+            "actor/pg_loss": 0.01 * s,
+            "time/step": 12.0,
+            "reward/selected_mean": s / 40,
+            "system/step": float(s),
+        }
+        for s in range(1, 31)
+    ]
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    rows = _rows(logs.load_file(f))
+    assert sorted(s for k, s in rows if k == "reward/selected_mean") == list(range(1, 31))
+    assert rows[("reward/selected_mean", 20)] == 0.5 and rows[("time/step", 3)] == 12.0
+    assert not any(k == "system/step" for k, _ in rows)

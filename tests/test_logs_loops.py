@@ -176,6 +176,32 @@ def test_a_csv_of_several_runs_rows_one_after_another(tmp_path: Path) -> None:
     assert len(load(str(one)).runs) == 1
 
 
+def test_a_long_csv_names_each_rows_metric(tmp_path: Path) -> None:
+    """A "long" CSV, a row per value: `run_name,metric,step,value` (a W&B history melted for
+    plotting, several runs) and tbparse's frame written out, `step,tag,value`: each row's value
+    under the metric its row names (before: one metric `value`, "no rule could be evaluated")."""
+    f = tmp_path / "sweep_data.csv"
+    f.write_text(
+        "run_name,metric,step,value\n"
+        + "".join(
+            f"{run},{m},{s},{v * s}\n"
+            for run in ("lr1e-6", "lr3e-6")
+            for s in range(0, 40, 4)
+            for m, v in (("train/entropy", 0.5), ("eval/reward", 0.01))
+        )
+    )
+    frame = load(str(f))
+    assert sorted(frame.runs) == ["lr1e-6", "lr3e-6"]
+    rows = frame.data[frame.data["run"] == "lr3e-6"]
+    assert set(rows["tag"]) == {"train/entropy", "eval/reward"}
+    ent = rows[rows["tag"] == "train/entropy"].set_index("step")["value"]
+    assert ent[8] == 4.0 and len(ent) == 10
+    tb = tmp_path / "scalars.csv"
+    tb.write_text("step,tag,value\n" + "".join(f"{s},train/kl,{s / 100}\n" for s in range(1, 9)))
+    data = load(str(tb)).data
+    assert set(data["tag"]) == {"train/kl"} and data["value"].max() == 0.08
+
+
 def test_a_markdown_table_of_ones_own_in_a_write_up(tmp_path: Path) -> None:
     """A session write-up pastes the run's per-log table with the author's own columns (`|
     epoch | step | loss | acc |`, step not first) among other tables: read at its step column,

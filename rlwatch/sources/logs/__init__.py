@@ -216,6 +216,8 @@ def _sniff(path: Path, head: str) -> str:
     fmt = _sniff_lines(lines, head)
     if fmt is not None:
         return fmt
+    if path.suffix in PAGES and len(lines) >= 2000 and _text.sniff_kv(_steppy_lines(head)):
+        return "kv-pairs"  # a notebook's printed results after 2,000 lines of its cells' JSON
     first, *rest = FORMATS
     raise SourceError(
         f"{path}: unrecognised log format (tried: {FORMATS[first]}, {', '.join(rest)}); "

@@ -37,10 +37,12 @@ except ImportError:  # pragma: no cover - orjson is installed in CI
 
 NUMERIC = {float, int}
 # a hand-written trainer's own step counter (`grpo_step`, `train_step`, `iteration`, a
-# REINFORCE loop's `update`, `episode`): the step of a flat JSONL file whose records hold none
-# of STEP_KEYS (the first such key of the first record without one; `total_steps` and
-# `eval_every_step` are no counters)
-OWN_STEP = re.compile(r"(?:[a-z0-9]+_)?(?:step|iteration|iter|update|episode|round)\Z")
+# REINFORCE loop's `update`, `episode`; ROLL's `system/step`, a float): the step of a flat
+# JSONL file whose records hold none of STEP_KEYS (the first such key of the first record
+# without one; `total_steps`, `eval_every_step` and `timing_s/step` are no counters)
+OWN_STEP = re.compile(
+    r"(?!(?:time|timing|perf)[_/])(?:[a-z0-9]+[_/])?(?:step|iteration|iter|update|episode|round)\Z"
+)
 # a record's kind, written as a string field (`{"type": "eval", ...}`); an evaluation's keys
 # are named `eval/<key>` so they never overwrite the training's same-named keys of its step
 KIND_KEYS = ("type", "split", "phase", "stage", "kind", "mode")
@@ -742,11 +744,17 @@ def sniff_line(obj: Any) -> str | None:
 
 
 def own_step_key(obj: dict[str, Any]) -> str | None:
-    """The record's own step counter (OWN_STEP), an integer >= 0, or None."""
+    """The record's own step counter (OWN_STEP), a whole number >= 0, or None: the first
+    integer one, else the first written as a float (`3.0`)."""
+    floats = None
     for k, v in obj.items():
-        if type(v) is int and v >= 0 and isinstance(k, str) and OWN_STEP.match(k):
+        if type(v) not in (int, float) or not v >= 0 or not isinstance(k, str):
+            continue
+        if type(v) is int and OWN_STEP.match(k):
             return k
-    return None
+        if floats is None and type(v) is float and v.is_integer() and OWN_STEP.match(k):
+            floats = k
+    return floats
 
 
 # -- a file's plain tail read by Arrow in a second thread ---------------------------------

@@ -1416,6 +1416,21 @@ def export_runs(header: list[str]) -> list[str]:
     return list(dict.fromkeys(m.group(1) for m in matches if m))
 
 
+# a "long" (tidy) CSV: a row per value, `step,tag,value` (tbparse's frame written out) or
+# `run_name,metric,step,value` (a W&B history melted for plotting); the metric column names it
+LONG_NAMES = ("metric", "tag", "key", "metric_name")
+
+
+def long_columns(header: list[str]) -> tuple[int, int] | None:
+    """(metric column, value column) of a long CSV's header (a step column, a `value` column
+    and a column naming the metric: LONG_NAMES), or None."""
+    lower = [h.strip().lower() for h in header]
+    if "value" not in lower or not any(n in lower for n in CSV_STEPS):
+        return None
+    at = next((lower.index(n) for n in LONG_NAMES if n in lower), None)
+    return None if at is None else (at, lower.index("value"))
+
+
 class Csv:
     """A metrics CSV (a W&B export, a custom loop's metrics.csv): the header names the
     columns; the step is the column named like a step (CSV_STEPS), else the row number; a W&B
@@ -1433,6 +1448,7 @@ class Csv:
         self.rows = 0
         self.delimiter: str | None = None  # decided by the header line
         self.name = name  # the file's name (a TensorBoard export names its tag there)
+        self.long: tuple[int, int] | None = None  # a long CSV's metric and value columns
 
     def _start(self, header: list[str]) -> None:
         self.header = header
@@ -1457,6 +1473,9 @@ class Csv:
         tb = tb_export(self.name, header)
         if tb is not None:  # `Wall time,Step,Value`: the value is the tag the name gives
             self.keys = [None, None, tb[1]]
+        self.long = long_columns(header)
+        if self.long is not None:  # each row's metric is named in its row
+            self.keys = [None] * len(header)
 
     def feed(self, text: str, lineno: int = 0) -> None:
         import csv
@@ -1502,6 +1521,15 @@ class Csv:
                     cols.skip("CSV rows without a step")
                     continue
             if step is None:
+                continue
+            if self.long is not None:
+                key, cell = row[self.long[0]].strip(), row[self.long[1]].strip()
+                if not key or not cell:
+                    continue
+                try:
+                    cols.add(step, key, float(cell))
+                except ValueError:
+                    cols.skip("non-numeric values", key=key)
                 continue
             for key, cell in zip(self.keys, row, strict=True):
                 cell = cell.strip()
