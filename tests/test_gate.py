@@ -179,6 +179,31 @@ def test_a_metric_that_is_nan_everywhere_fires(tmp_path: Path) -> None:
     assert runner.invoke(app, ["diagnose", str(ok)]).exit_code == ExitCode.HEALTHY
 
 
+def test_a_nan_fires_only_the_rules_the_run_could_be_judged_by(tmp_path: Path) -> None:
+    """A PPO console whose actor loss is NaN at every step (DeepSpeed-Chat, a smoke test at a
+    broken setting): the loss rules fire; a reward-model or DPO rule that also reads the loss
+    does not -- the run logs no accuracy or preference metric, so no value of its loss could
+    make those rules judge it."""
+    f = tmp_path / "step3.log"
+    f.write_text(
+        "".join(
+            f"Epoch: 0 | Step: {s} | PPO Epoch: 1 | Actor Loss: nan | Critic Loss: {1 + s / 10} "
+            "| Unsupervised Loss: 0.0\nEnd-to-End => Latency: 2.36s, TFLOPs: 0.17\n"
+            "Generation => Latency: 0.28s, TFLOPs: 0.08\nTraining   => Latency: 1.80s\n"
+            f"Average reward score: {s / 100} | EMA reward score: {s / 200}\n"
+            for s in range(1, 21)
+        )
+    )
+    r = runner.invoke(app, ["diagnose", str(f), "--format", "json"])
+    assert r.exit_code == ExitCode.UNHEALTHY, r.output
+    doc = json.loads(r.stdout)
+    fired = {v["code"] for v in doc["verdicts"] if v["episodes"] and v["severity"] == "error"}
+    assert "ST05" in fired and not fired & {"RM01", "RM03", "DP04"}, fired
+    # the reward line three lines below each step line is that step's
+    (run,) = doc["runs"]
+    assert run["metrics"]["reward_mean"] == "average_reward_score"
+
+
 def test_inf_everywhere_fires_too(tmp_path: Path) -> None:
     f = _jsonl(tmp_path / "inf.jsonl", n=20, **{"actor/pg_loss": math.inf})
     r = runner.invoke(app, ["diagnose", str(f), "--select", "ST05"])

@@ -360,3 +360,34 @@ def test_a_jsonl_whose_step_is_a_namespaced_float(tmp_path: Path) -> None:
     assert sorted(s for k, s in rows if k == "reward/selected_mean") == list(range(1, 31))
     assert rows[("reward/selected_mean", 20)] == 0.5 and rows[("time/step", 3)] == 12.0
     assert not any(k == "system/step" for k, _ in rows)
+
+
+def test_a_consoles_rich_table_of_each_steps_metrics(tmp_path: Path) -> None:
+    """A Tinker cookbook loop's console: `=== Step N ===`, progress lines, then the step's
+    metrics as a rich table titled `Step N` (box characters and ANSI colours around each cell,
+    `│ mean_reward │ 0.648761 │`): each row read at that step (before: exit 2)."""
+
+    def cell(text: str, colour: str) -> str:
+        return f"\x1b[{colour}m \x1b[0m\x1b[{colour}m{text:<30}\x1b[0m\x1b[{colour}m \x1b[0m"
+
+    out = []
+    for s in range(12):
+        out += [
+            f"__main__:277 [INFO] === Step {s} ===",
+            "__main__:300 [INFO] Sampling 8 x 16 completions...",
+            "tinker_utils.log:171 [INFO] ",
+            f"\x1b[3m                      Step {s}                       \x1b[0m",
+            "\u250f" + "\u2501" * 32 + "\u2533" + "\u2501" * 16 + "\u2513",
+            "\u2503" + cell("Metric", "1;35") + "\u2503" + cell("Value", "1;35") + "\u2503",
+            "\u2521" + "\u2501" * 32 + "\u2547" + "\u2501" * 16 + "\u2529",
+        ]
+        for name, v in (("groups_skipped", 5), ("loss:sum", 7485.6 + s), ("mean_reward", s / 20)):
+            out.append("\u2502" + cell(name, "36") + "\u2502" + cell(f"{v:.6f}", "32") + "\u2502")
+        out.append("\u2514" + "\u2500" * 32 + "\u2534" + "\u2500" * 16 + "\u2518")
+    f = tmp_path / "logs.log"
+    f.write_text("\n".join(out) + "\n")
+    assert logs.sniff(f) == "kv-pairs"
+    rows = _rows(logs.load_file(f))
+    assert sorted(s for k, s in rows if k == "mean_reward") == list(range(12))
+    assert rows[("mean_reward", 10)] == 0.5 and rows[("loss:sum", 3)] == 7488.6
+    assert not any(k.lower() in ("metric", "value") for k, _ in rows)

@@ -1216,6 +1216,30 @@ def metrics_of(node: Node) -> list[str]:
     return node.metrics()
 
 
+MAX_NEEDS = 64  # alternatives kept per condition (`all` of `any`s multiplies them)
+
+
+def needs(node: Node) -> list[frozenset[str]]:
+    """The sets of metrics with which a condition can be evaluated, one per alternative: an
+    `any` can be judged on any one branch, an `all` needs one of each of its conditions', an
+    `unless_logged` its inner condition's (the metric that ends it is optional)."""
+    if isinstance(node, Any_):
+        return [alt for item in node.items for alt in needs(item)][:MAX_NEEDS]
+    if isinstance(node, UnlessLogged):
+        return needs(node.of)
+    alts = [frozenset()]
+    for p in node.PARAMS:
+        v = getattr(node, p.name)
+        if v is None:
+            continue
+        if p.type == "metric":
+            alts = [a | {v} for a in alts]
+        elif p.type in ("cond", "conds"):
+            for c in [v] if p.type == "cond" else v:
+                alts = [a | b for a in alts for b in needs(c)][:MAX_NEEDS]
+    return alts
+
+
 def _held(mask: np.ndarray) -> np.ndarray:
     """For each position, how many consecutive True values end there (0 where False)."""
     idx = np.arange(mask.size)

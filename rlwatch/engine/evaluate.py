@@ -255,17 +255,24 @@ def evaluate_rule(
 
 def _fire_without_values(ctx: Context, rule: Rule, verdict: Verdict) -> None:
     """No value is not healthy: a metric the rule needs that was logged but has no finite
-    value at all (NaN/inf at every step) makes the rule fire instead of being skipped."""
-    from rlwatch.engine.conditions import metrics_of
+    value at all (NaN/inf at every step) makes the rule fire instead of being skipped -- a
+    rule the run could be judged by, were those values numbers: one of its alternatives
+    (`needs`) reads that metric and only metrics the run logged (a reward-model rule does not
+    fire on a PPO run's NaN loss: the run logs no accuracy)."""
+    from rlwatch.engine.conditions import metrics_of, needs
 
     if not ctx.nonfinite:  # nothing was logged as NaN/inf: nothing to fire on
         return
-    for metric in dict.fromkeys(metrics_of(rule.when)):
-        steps = ctx.nonfinite.get(metric)
-        if steps is None or not len(steps):
+    wanted = dict.fromkeys(metrics_of(rule.when))
+    valued = {m for m in wanted if m in ctx.wide.columns and ctx.wide[m].notna().any()}
+    void = {m for m in wanted if len(ctx.nonfinite.get(m, ())) and m not in valued}
+    if not void:
+        return
+    alts = [alt for alt in needs(rule.when) if alt & void and alt <= void | valued]
+    for metric in wanted:
+        if metric not in void or not any(metric in alt for alt in alts):
             continue
-        if metric in ctx.wide.columns and ctx.wide[metric].notna().any():
-            continue
+        steps = ctx.nonfinite[metric]
         first, last = int(steps.min()), int(steps.max())
         summary = (
             f"{metric} has no finite value at all: NaN/inf at all {len(steps)} logged step(s) "

@@ -849,6 +849,7 @@ RATE = re.compile(r"[ \t]{0,4}[A-Za-z]{1,16}/s\b")  # after a number: `toks/s`, 
 SOURCE_SUFFIXES = (".py", ".pyx", ".c", ".cc", ".cpp", ".cu", ".h", ".hpp", ".rs", ".go", ".js")
 RAY_PREFIX = re.compile(r"\([\w.\[\]=-]{1,80} pid=\d{1,10}(?:, ip=[\d.:a-fA-F]{1,64})?\)")
 # a line that is one `words: number` pair (no counter): the step before's trailer
+TRAIL_LINES = 6  # a step's trailer comes within this many lines after its counted line
 TRAILER = re.compile(
     rf"^[ \t]{{0,16}}([A-Za-z][A-Za-z_ ]{{0,60}}[A-Za-z]){SP}[:=]{SP}({NUM})[ \t]*$"
 )
@@ -869,6 +870,13 @@ BLOCK_PAIR = re.compile(
 )
 # the same, found in a text of many lines (the deep sniff)
 BLOCK_LINES = re.compile(BLOCK_PAIR.pattern, re.I | re.M)
+# a row of a table of a step's metrics, `│ mean_reward │ 0.648761 │` (rich's box, as the Tinker
+# cookbook's console prints a `Step N` table) or `| loss | 0.31 |`: a pair in a block
+TABLE_ROW = re.compile(
+    r"^[ \t]{0,32}[\u2502\u2503|][ \t]{0,8}([A-Za-z][\w./:@-]{0,80})[ \t]{0,64}[\u2502\u2503|]"
+    r"[ \t]{0,8}([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf))"
+    r"[ \t]{0,64}[\u2502\u2503|][ \t]*$"
+)
 MAX_BLOCK = 4000  # lines of a block read after its header (a few hundred lines of vLLM's
 # progress and samples come between NeMo RL's header and its results)
 # a section's title in a block: `📊 Validation Results:`, `⏱️  Timing:` (words and a colon)
@@ -889,6 +897,7 @@ class KeyValues:
     def __init__(self, cols: Cols):
         self.cols = cols
         self.last: int | None = None  # the step of the line before, if it had a counter
+        self.trail = 0  # lines since that counted line
         self.block: int | None = None  # the step of the last header line (block mode)
         self.block_lines = 0  # lines read since that header
         self.on_bar = False  # the last counted line was a progress bar's
@@ -919,11 +928,19 @@ class KeyValues:
                 self.block_line(line)
 
     def trailer(self, line: str) -> None:
-        """`average reward score: -0.06` on the line right after a counted line (DeepSpeed-Chat
-        prints the step's reward so): one `words: number` pair, read at that step."""
+        """`average reward score: -0.06` on a line of its own after a counted line (DeepSpeed-
+        Chat prints the step's reward so; its later versions `Average reward score: 0.1 | EMA
+        reward score: 0.1`, after three lines of throughput): a line of nothing but `words:
+        number` pairs (`|` between them), within TRAIL_LINES lines, read at that step."""
+        self.trail += 1
+        if self.trail >= TRAIL_LINES:
+            self.last = None
+        found = [TRAILER.match(part) for part in line.split(" | ")] if len(line) < 400 else []
+        if not found or not all(found) or self.last is None:
+            return
         step, self.last = self.last, None
-        m = TRAILER.match(line)
-        if m and step is not None:
+        for m in found:
+            assert m is not None  # all(found)
             x = self.cols.value(m.group(1), m.group(2))
             if x is not None:
                 self.cols.add(step, "_".join(m.group(1).lower().split()), x)
@@ -937,13 +954,13 @@ class KeyValues:
             if self.block_lines > MAX_BLOCK:
                 self.block = None
             return 0
-        m = BLOCK_PAIR.match(line)
+        m = BLOCK_PAIR.match(line) or TABLE_ROW.match(line)
         if m is None or self.block is None:
             t = SECTION.match(line)
             if t is not None:  # `📊 Validation Results:`: its pairs are validation metrics
                 self.section = "validation/" if EVAL_SECTION.search(t.group(1)) else ""
             return 0
-        name, num, unit = m.groups()
+        name, num, unit = (*m.groups(), None)[:3]
         key = self.section + "_".join(name.lower().split())
         if key in COUNTER_NAMES or key == "epoch":
             return 0
@@ -966,6 +983,7 @@ class KeyValues:
         if step is None:
             return False
         self.block, self.block_lines, self.section = step, 0, ""
+        self.last = None  # the lines below are the block's, no trailer of a step before
         return True
 
     def own_header(self, line: str, found: re.Match[str]) -> None:
@@ -978,6 +996,7 @@ class KeyValues:
         step = self._own_step(found)
         if step is not None:
             self.block, self.block_lines, self.section = step, 0, ""
+            self.last = None  # the lines below are the block's, no trailer of a step before
 
     def line(self, line: str) -> bool:
         found = None
@@ -1049,7 +1068,7 @@ class KeyValues:
                 step += (int(e.group(1)) - 1) * int(total)
         code = self.cols.code
         self.cols.add_row(step, array("i", [code(k) for k, _ in pairs]), [v for _, v in pairs])
-        self.last = step
+        self.last, self.trail = step, 0
         return True
 
     def _own_step(self, found: re.Match[str]) -> int | None:
