@@ -73,6 +73,9 @@ KINDS = [
     "update_jsonl",
     "sample_lists",
     "tb_renamed",
+    "long_csv",
+    "rich_table",
+    "dschat_trailer",
     "rules",
     "config",
     "pyproject",
@@ -380,6 +383,27 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
                 json.dumps({"step": s, "rewards": [s % 2, 1.0], "skipped": s % 3 == 0}) + "\n"
             ),
         ),
+        # the Tinker cookbook's console: a rich table of each step's metrics
+        "rich_table": (
+            "logs.log",
+            lambda s: (
+                f"__main__:277 [INFO] === Step {s} ===\n\x1b[3m   Step {s}   \x1b[0m\n"
+                + "".join(
+                    f"\u2502\x1b[36m {k:<20}\x1b[0m\u2502\x1b[32m {v:<12.6f}\x1b[0m\u2502\n"
+                    for k, v in (("mean_reward", s / 100), ("loss:sum", 7485.6 + s))
+                )
+            ),
+        ),
+        # DeepSpeed-Chat's later console: the reward three lines below the step's line
+        "dschat_trailer": (
+            "step3.log",
+            lambda s: (
+                f"Epoch: 0 | Step: {s} | PPO Epoch: 1 | Actor Loss: {1 / s:.4f} | Critic Loss: "
+                f"{2 / s:.4f} | Unsupervised Loss: 0.0\nEnd-to-End => Latency: 2.36s\n"
+                f"Generation => Latency: 0.28s\nTraining   => Latency: 1.80s\n"
+                f"Average reward score: {s / 100} | EMA reward score: {s / 200}\n"
+            ),
+        ),
     }
     for kind, (name, text) in per_step.items():
         seeds[kind] = (name, "".join(map(text, range(1, steps + 1))).encode())
@@ -388,6 +412,11 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
         f"{1.7e9 + s * 10.5},{s},{s / 100}\n" for s in range(1, steps + 1)
     )
     seeds["tb_renamed"] = ("TrainRewardsMargins.csv", tb.encode())
+    # a long CSV: a row per value, the metric named in its row
+    long = "run_name,metric,step,value\n" + "".join(
+        f"run{r},{m},{s},{s / 100}\n" for r in (1, 2) for s in range(1, steps + 1) for m in "ab"
+    )
+    seeds["long_csv"] = ("sweep_data.csv", long.encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])
