@@ -939,8 +939,7 @@ class KeyValues:
         if not found or not all(found) or self.last is None:
             return
         step, self.last = self.last, None
-        for m in found:
-            assert m is not None  # all(found)
+        for m in filter(None, found):
             x = self.cols.value(m.group(1), m.group(2))
             if x is not None:
                 self.cols.add(step, "_".join(m.group(1).lower().split()), x)
