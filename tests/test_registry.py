@@ -167,3 +167,23 @@ def test_short_run_minimum_evidence_counts_steps_on_a_coarse_run() -> None:
     ln02 = load_rules([], with_builtin=True).get("LN02")
     assert ln02 is not None and ln02.resolution == 1
     assert at_resolution(ln02, 10).resolution == 10 and at_resolution(ln02, 10).for_ == 10
+
+
+def test_the_metrics_a_condition_can_be_judged_by() -> None:
+    """`needs`: an `any` is judged on one branch, an `all` on one of each of its conditions',
+    `unless_logged`'s metric is optional; a condition of too many alternatives to work out
+    lets each metric alone judge it (a NaN-only metric then fires it, as before)."""
+    from rlwatch.engine.conditions import MAX_NEEDS, needs
+
+    def th(m: str) -> dict:
+        return {"threshold": {"metric": m, "above": 0}}
+
+    when = registry.parse({"all": [th("loss"), {"any": [th("rm_accuracy"), th("dpo_margin")]}]})
+    assert sorted(map(sorted, needs(when))) == [["dpo_margin", "loss"], ["loss", "rm_accuracy"]]
+    when = registry.parse({"unless_logged": {"metric": "val_score", "of": th("loss")}})
+    assert needs(when) == [frozenset({"loss"})]
+    pairs = [{"any": [th(f"m{i}a"), th(f"m{i}b")]} for i in range(7)]  # 2**7 > MAX_NEEDS
+    assert MAX_NEEDS < 2**7
+    when = registry.parse({"all": pairs}, metric=lambda v, at: None)
+    alts = needs(when)
+    assert len(alts) == 14 and all(len(a) == 1 for a in alts)

@@ -1216,27 +1216,41 @@ def metrics_of(node: Node) -> list[str]:
     return node.metrics()
 
 
-MAX_NEEDS = 64  # alternatives kept per condition (`all` of `any`s multiplies them)
+MAX_NEEDS = 64  # alternatives worked out per condition (`all` of `any`s multiplies them)
 
 
 def needs(node: Node) -> list[frozenset[str]]:
     """The sets of metrics with which a condition can be evaluated, one per alternative: an
     `any` can be judged on any one branch, an `all` needs one of each of its conditions', an
-    `unless_logged` its inner condition's (the metric that ends it is optional)."""
+    `unless_logged` its inner condition's (the metric that ends it is optional). Past
+    MAX_NEEDS alternatives, each metric alone is one: any of them may judge the rule (a rule
+    too tangled to tell is never left quiet by it)."""
+    try:
+        return _needs(node)
+    except OverflowError:
+        return [frozenset({m}) for m in dict.fromkeys(node.metrics())]
+
+
+def _needs(node: Node) -> list[frozenset[str]]:
     if isinstance(node, Any_):
-        return [alt for item in node.items for alt in needs(item)][:MAX_NEEDS]
-    if isinstance(node, UnlessLogged):
-        return needs(node.of)
-    alts = [frozenset()]
-    for p in node.PARAMS:
-        v = getattr(node, p.name)
-        if v is None:
-            continue
-        if p.type == "metric":
-            alts = [a | {v} for a in alts]
-        elif p.type in ("cond", "conds"):
-            for c in [v] if p.type == "cond" else v:
-                alts = [a | b for a in alts for b in needs(c)][:MAX_NEEDS]
+        alts = [alt for item in node.items for alt in _needs(item)]
+    elif isinstance(node, UnlessLogged):
+        alts = _needs(node.of)
+    else:
+        alts = [frozenset()]
+        for p in node.PARAMS:
+            v = getattr(node, p.name)
+            if v is None:
+                continue
+            if p.type == "metric":
+                alts = [a | {v} for a in alts]
+            elif p.type in ("cond", "conds"):
+                for c in [v] if p.type == "cond" else v:
+                    alts = [a | b for a in alts for b in _needs(c)]
+                    if len(alts) > MAX_NEEDS:
+                        raise OverflowError
+    if len(alts) > MAX_NEEDS:
+        raise OverflowError
     return alts
 
 
