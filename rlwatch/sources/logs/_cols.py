@@ -205,16 +205,15 @@ class Cols:
         a batch's samples, read as their mean and spread, `<key>/mean` and `<key>/std`
         (population, as TRL's reward_std over a group). Any other list is no metric."""
         if 2 <= len(v) <= MAX_SAMPLES and all(type(x) in (int, float) for x in v):
-            try:
+            # an int beyond float (OverflowError) or a mean that overflows near float's limit
+            # (inf, no numpy warning) is no number
+            with np.errstate(all="ignore"), contextlib.suppress(OverflowError):
                 a = np.asarray(v, np.float64)
-            except OverflowError:
-                a = np.array([math.inf])
-            with np.errstate(all="ignore"):  # near float's limit the mean overflows: no number
                 mean, std = float(a.mean()), float(a.std())
-            if math.isfinite(mean) and math.isfinite(std):
-                self.add(step, f"{name}/mean", mean, wall)
-                self.add(step, f"{name}/std", std, wall)
-                return
+                if math.isfinite(mean) and math.isfinite(std):
+                    self.add(step, f"{name}/mean", mean, wall)
+                    self.add(step, f"{name}/std", std, wall)
+                    return
         self.skip("non-numeric values", key=name)
 
     def step(self, x: object) -> int | None:
