@@ -107,7 +107,7 @@ def overlays(ctx: Any, rule: Any, width: int = WIDTH) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for kind, node, spec in _leaves(rule.when):
         metric = spec.get("metric") or "step_time"
-        if kind == "threshold" and "divided_by" not in spec:
+        if kind == "threshold" and "divided_by" not in spec and "minus" not in spec:
             for key in ("above", "below"):
                 if key in spec:
                     out.append(_level(metric, float(spec[key]), f"{key} {_fmt(spec[key])}"))

@@ -271,13 +271,15 @@ def test_an_unexpected_exception_is_exit_2_one_line_and_debug_shows_it(
 def test_no_crash_is_ever_exit_1(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exc: type[BaseException]
 ) -> None:
-    from rlwatch import report
+    from rlwatch import api, report
 
     def boom(*a, **k):
         raise exc()
 
+    # rlwatch.api imported before report.build is patched: a first import under the patch
+    # would bind boom as api.build for good (monkeypatch would "restore" boom)
     monkeypatch.setattr(report, "build", boom)
-    monkeypatch.setattr("rlwatch.api.build", boom)
+    monkeypatch.setattr(api, "build", boom)
     f = _jsonl(tmp_path / "run.jsonl")
     r = runner.invoke(app, ["diagnose", str(f)])
     assert r.exit_code == ExitCode.FAILED

@@ -331,18 +331,28 @@ def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 @kind(
     "threshold",
-    observed=("value", "numerator", "denominator", "deviation"),
+    observed=("value", "numerator", "denominator", "level", "other", "deviation"),
     one_of=("above", "below", "outside", "inside", "at_least", "at_most"),
 )
 @dataclass(frozen=True)
 class Threshold(Node):
-    """The value (or value / `divided_by`) is above, below, outside or inside fixed bounds.
+    """The value (or value / `divided_by`, or value - `minus`) is above, below, outside or
+    inside fixed bounds.
 
     Unhealthy: `rollout_kl: 9.97` with `above: 1.0`. Healthy: `rollout_kl: 0.001`.
 
     >>> state("threshold: {metric: rollout_kl, above: 1.0}", rollout_kl="0.001 9.97")
     'firing'
     >>> state("threshold: {metric: rollout_kl, above: 1.0}", rollout_kl="0.001 0.001")
+    'ok'
+
+    `divided_by` and `minus` read the other metric's last value at or before each step (the
+    two may be logged at different cadences): the batch's best and worst reward equal.
+
+    >>> when = "threshold: {metric: hi, minus: lo, at_most: 0}"
+    >>> state(when, hi="1 0.5", lo="0 0.5")
+    'firing'
+    >>> state(when, hi="1 0.9", lo="0 0.5")
     'ok'
 
     `at_least`/`at_most` compare with >= / <= (a metric that sits exactly on the edge, 0.9 vs
@@ -374,6 +384,7 @@ class Threshold(Node):
     outside: tuple[float, float] | None = param("range", doc="fires outside [low, high]")
     inside: tuple[float, float] | None = param("range", doc="fires inside [low, high]")
     divided_by: str | None = param("metric", required=False, doc="compare value / this metric")
+    minus: str | None = param("metric", required=False, doc="compare value - this metric")
     at_least: float | None = param("num", doc="fires when value >= at_least")
     at_most: float | None = param("num", doc="fires when value <= at_most")
     smooth: int | None = param(
@@ -387,10 +398,14 @@ class Threshold(Node):
     )
 
     def check(self) -> tuple[str, str] | None:
+        if self.divided_by is not None and self.minus is not None:
+            return "minus", "minus and divided_by do not go together"
         if self.min_z is not None and (
-            self.divided_by is not None or (self.above is None) == (self.below is None)
+            self.divided_by is not None
+            or self.minus is not None
+            or (self.above is None) == (self.below is None)
         ):
-            return "min_z", "min_z goes with one of above or below, without divided_by"
+            return "min_z", "min_z goes with one of above or below, without divided_by or minus"
         return None
 
     def lookback(self) -> int | None:
@@ -404,28 +419,33 @@ class Threshold(Node):
         s = ctx.series(metric)
         steps, v = s.steps, s.values
         observed: dict[str, np.ndarray] = {}
-        if self.divided_by is not None:
-            d = ctx.series(self.divided_by)
+        other = self.divided_by if self.divided_by is not None else self.minus
+        if other is not None:
+            d = ctx.series(other)
             # as of each step: the last value of either metric at or before it (cadences differ)
             steps = np.union1d(s.steps, d.steps)
             ia = np.searchsorted(s.steps, steps, side="right") - 1
             ib = np.searchsorted(d.steps, steps, side="right") - 1
             both = (ia >= 0) & (ib >= 0)
             steps, num, den = steps[both], s.values[ia[both]], d.values[ib[both]]
-            v = _ratio(num, den)
+            v = _ratio(num, den) if self.divided_by is not None else num - den
             ok = ~np.isnan(v)
             steps, v, num, den = steps[ok], v[ok], num[ok], den[ok]
-            observed = {"numerator": num, "denominator": den}
+            if self.divided_by is not None:
+                observed = {"numerator": num, "denominator": den}
+            else:
+                observed = {"level": num, "other": den}
         if self.smooth is not None:
             k = self.smooth
             v = (
                 ctx.per_metric(("trailing", metric, k), s, lambda x: _trailing_median(x, k))
-                if self.divided_by is None
+                if other is None
                 else ctx.by_segment(v, steps, lambda x: _trailing_median(x, k))
             )
             ok = ~np.isnan(v)
             steps, v = steps[ok], v[ok]
             observed = {key: val[ok] for key, val in observed.items()}
+        read = (metric,) if other is None else (metric, other)
         mask = np.ones(v.size, dtype=bool)
         peak_max = True
         margin: Any = 0.0
@@ -452,8 +472,8 @@ class Threshold(Node):
         observed["value"] = v
         if self.outside is not None:
             observed["deviation"] = np.abs(v - (self.outside[0] + self.outside[1]) / 2)
-            return Signal(steps, mask, observed, "deviation", True, (metric,))
-        return Signal(steps, mask, observed, "value", peak_max, (metric,))
+            return Signal(steps, mask, observed, "deviation", True, read)
+        return Signal(steps, mask, observed, "value", peak_max, read)
 
 
 @kind("spike", observed=("value", "baseline", "ratio", "change", "z"), one_of=("factor", "drop"))
