@@ -76,6 +76,9 @@ KINDS = [
     "long_csv",
     "rich_table",
     "dschat_trailer",
+    "counted_jsonl",
+    "curves_json",
+    "readme_table",
     "rules",
     "config",
     "pyproject",
@@ -404,6 +407,21 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
                 f"Average reward score: {s / 100} | EMA reward score: {s / 200}\n"
             ),
         ),
+        # RL4LMs' rollout_info.jsonl: namespaced numbers, no step (each line one log)
+        "counted_jsonl": (
+            "rollout_info.jsonl",
+            lambda s: (
+                json.dumps({"rollout_info/ep_rew": s / 100, "rollout_info/ep_lens": 24.0}) + "\n"
+            ),
+        ),
+        # an experiment report's table of steps (read where a folder holds nothing else)
+        "readme_table": (
+            "README.md",
+            lambda s: (
+                ("| Step | Loss | Reward |\n|---|---|---|\n" if s == 1 else "")
+                + f"| {s} | **{1 / s:.3f}** | {s / 100} |\n"
+            ),
+        ),
     }
     for kind, (name, text) in per_step.items():
         seeds[kind] = (name, "".join(map(text, range(1, steps + 1))).encode())
@@ -417,6 +435,13 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
         f"run{r},{m},{s},{s / 100}\n" for r in (1, 2) for s in range(1, steps + 1) for m in "ab"
     )
     seeds["long_csv"] = ("sweep_data.csv", long.encode())
+    # a script's dump of whole curves beside its summary numbers
+    curves = {
+        "beta": 0.05,
+        "rewards_curve": [s / 100 for s in range(1, steps + 1)],
+        "kl_curve": [[s, 1 / s] for s in range(1, steps + 1)],
+    }
+    seeds["curves_json"] = ("ppo_metrics.json", json.dumps(curves).encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])

@@ -16,6 +16,7 @@ from conftest import followed_rows
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rlwatch.errors import SourceError
 from rlwatch.sources import discover, load, logs
 
 
@@ -419,3 +420,164 @@ def test_json_after_a_step_counter_round_trips(steps: list[int], xs: list[float]
         )
         rows = _rows(logs.load_file(f))
         assert {s: rows[("reward", s)] for s in steps} == dict(zip(steps, xs, strict=False))
+
+
+def _rl4lms_lines(n: int, seed: int = 0) -> tuple[str, str]:
+    """RL4LMs' two files, a line per iteration, no step field (its Tracker's keys)."""
+    import random
+
+    rng = random.Random(seed)
+    rollout, training = [], []
+    for i in range(n):
+        rollout.append(
+            {
+                "rollout_info/ep_rew": round(0.3 + 0.01 * i + rng.random() / 50, 6),
+                "rollout_info/ep_rew_std": 0.1,
+                "rollout_info/kl_div_mean": round(0.001 * i, 6),
+                "rollout_info/ep_lens": 24.0,
+                "rollout_info/ep_kl_rew": -0.001 * i,
+            }
+        )
+        training.append(
+            {
+                "ppo/entropy_loss": -3.0,
+                "ppo/policy_gradient_loss": -0.05,
+                "ppo/value_loss": 0.04,
+                "ppo/approx_kl": round(0.01 + rng.random() / 100, 6),
+            }
+        )
+    return (
+        "".join(json.dumps(r) + "\n" for r in rollout),
+        "".join(json.dumps(r) + "\n" for r in training),
+    )
+
+
+def test_rl4lms_lines_without_a_step_are_logs_counted_from_1(tmp_path: Path) -> None:
+    """RL4LMs writes `rollout_info.jsonl` and `training_info.jsonl`, a line of namespaced
+    numbers per iteration and no step: each line is one log, its step its count from 1 (said in
+    a warning). A file of per-sample records (bare keys, or text) is still no log."""
+    rollout, training = _rl4lms_lines(30)
+    (tmp_path / "rollout_info.jsonl").write_text(rollout)
+    (tmp_path / "training_info.jsonl").write_text(training)
+    frame = load(str(tmp_path))
+    rows = _rows(frame)
+    assert 0.3 <= rows[("rollout_info/ep_rew", 1)] < 0.33
+    assert {s for t, s in rows if t == "rollout_info/ep_rew"} == set(range(1, 31))
+    assert {s for t, s in rows if t == "ppo/approx_kl"} == set(range(1, 31))
+    info = frame.runs["rollout_info"]
+    assert any("no step field" in w for w in info.warnings)
+    from rlwatch import names
+
+    resolved = names.resolve(sorted({t for t, _ in rows}))
+    assert resolved.framework == "rl4lms"
+    assert resolved.canonical["reward_mean"] == "rollout_info/ep_rew"
+    assert resolved.canonical["kl_ref"] == "rollout_info/kl_div_mean"
+    samples = tmp_path / "samples"
+    samples.mkdir()
+    (samples / "scores.jsonl").write_text(
+        "".join(json.dumps({"idx": i, "score": i % 2}) + "\n" for i in range(30))
+    )
+    (samples / "gen.jsonl").write_text(
+        "".join(json.dumps({"eval/score": 1.0, "eval/text": "a b"}) + "\n" for i in range(30))
+    )
+    for f in ("scores.jsonl", "gen.jsonl"):
+        with pytest.raises(SourceError):
+            logs.load_file(samples / f)
+
+
+def test_tail_counts_a_stepless_files_lines_across_polls(tmp_path: Path) -> None:
+    """The count goes on from poll to poll: lines written in bursts (cut mid-line) get the
+    steps a whole read gives."""
+    rollout, _ = _rl4lms_lines(40, seed=3)
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    (whole / "rollout_info.jsonl").write_text(rollout)
+    want = _rows(logs.load_file(whole / "rollout_info.jsonl"))
+    got = followed_rows(tmp_path, "rollout_info.jsonl", [rollout], [7, 90, 300], seed=5)
+    assert got == want
+
+
+def test_a_json_object_of_whole_curves_is_a_run(tmp_path: Path) -> None:
+    """A script's dump of whole curves (`"rewards_curve": [...]` beside its summary numbers):
+    each list of numbers is a metric named without its `_curve`, its i-th value at step i from
+    1, or at the step a `steps` list as long gives; a list of [step, value] pairs carries its
+    own steps. The summary numbers are facts, no metric. A cut document is not read."""
+    doc = {
+        "beta": 0.05,
+        "seed": 42,
+        "collapse_detected": False,
+        "rewards_curve": [1.36, 0.47, 1.42, 2.0, 2.5, 3.1, 3.3],
+        "kl_curve": [2.9e-07, 0.27, 1.03, 1.5, 1.9, 2.2, 2.4],
+        "eval": {"steps": [10, 20, 30, 40, 50, 60], "accuracy": [0.1, 0.2, 0.3, 0.3, 0.4, 0.5]},
+        "loss_history": [[5, 0.9], [10, 0.8], [15, 0.7]],
+    }
+    f = tmp_path / "ppo_metrics.json"
+    f.write_text(json.dumps(doc, indent=2))
+    frame = load(str(f))
+    rows = _rows(frame)
+    assert rows[("rewards", 1)] == 1.36 and rows[("rewards", 7)] == 3.3
+    assert rows[("kl", 3)] == 1.03
+    assert rows[("eval/accuracy", 60)] == 0.5 and ("eval/accuracy", 1) not in rows
+    assert ("eval/steps", 1) not in rows
+    assert rows[("loss", 15)] == 0.7
+    assert {t for t, _ in rows} == {"rewards", "kl", "eval/accuracy", "loss"}
+    from rlwatch import names
+
+    resolved = names.resolve(["reward", "kl"])  # `reward_curve`, `kl_avg`
+    assert resolved.canonical["reward_mean"] == "reward"
+    assert resolved.canonical["kl_ref"] == "kl"
+    cut = tmp_path / "cut.json"
+    cut.write_text(json.dumps(doc)[:150])
+    with pytest.raises(SourceError):
+        logs.load_file(cut)
+    short = tmp_path / "config.json"  # no list of 6 numbers: a config, not curves
+    short.write_text(json.dumps({"layers": [1, 2, 3], "lr": 1e-5}))
+    with pytest.raises(SourceError):
+        logs.load_file(short)
+
+
+def test_a_folder_holding_only_an_experiment_report_reads_its_readme_table(
+    tmp_path: Path,
+) -> None:
+    """A project's documents are no runs in a folder's walk, but a folder with no log at all
+    and a README.md whose table is a log of steps (an experiment report; cells in bold, `75%`
+    text) is read, with a note; a README beside a log is left alone."""
+    rows = "".join(
+        f"| {s} | {'**0.301**' if s == 8 else round(0.2 - s / 200, 3)} | {1.0 if s % 3 else 0.8}"
+        f" | {round(0.32 - s / 200, 3)} | {'75%' if s == 8 else '100%'} | Fib ✓, RPN ✓ |\n"
+        for s in range(20)
+    )
+    report = (
+        "# Experiment 15\n\n| Problem | Example |\n|---|---|\n| RPN | `3 4 +` |\n\n"
+        "| Step | Loss | Reward | Entropy | Success | Solved |\n"
+        "|------|------|--------|---------|---------|--------|\n" + rows
+    )
+    d = tmp_path / "exp15"
+    d.mkdir()
+    (d / "README.md").write_text(report)
+    (d / "SOURCE.md").write_text(report)  # never a run
+    frame = load(str(d))
+    (info,) = frame.runs.values()
+    got = _rows(frame)
+    assert got[("Loss", 8)] == 0.301 and got[("Reward", 19)] == 1.0
+    assert any("README.md's table" in w for w in info.warnings)
+    (d / "train.log").write_text(
+        "".join(f"step {s} { {'loss': 0.5, 'reward': s / 10}!r}\n" for s in range(1, 11))
+    )
+    frame = load(str(d))
+    assert [i.address for i in frame.runs.values()] == [str(d / "train.log")]
+    empty = tmp_path / "notes"
+    empty.mkdir()
+    (empty / "README.md").write_text("# Notes\n\n| Step | What |\n|---|---|\n| 1 | set-up |\n")
+    with pytest.raises(SourceError):
+        load(str(empty))
+
+
+def test_a_pandas_csv_with_its_index_column(tmp_path: Path) -> None:
+    """`pd.DataFrame(history).to_csv(path)` writes the index first, under an empty name:
+    `,epoch,reward`. The index is no metric; the rows are the logs."""
+    f = tmp_path / "rewards.csv"
+    f.write_text(",epoch,reward\n" + "".join(f"{i},{i + 1},{2.4 + i / 100}\n" for i in range(30)))
+    rows = _rows(load(str(f)))
+    assert {t for t, _ in rows} == {"epoch", "reward"}
+    assert rows[("reward", 1)] == 2.4 and rows[("reward", 30)] == pytest.approx(2.69)

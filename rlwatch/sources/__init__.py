@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import itertools
 import os
 import re
 import stat
@@ -250,6 +251,32 @@ def _not_a_store(path: Path) -> str:
     )
 
 
+# a folder with no log but an experiment report: its README's table of steps is the run
+README = re.compile(r"^readme[._-]?.*\.md$", re.IGNORECASE)
+
+
+def _readme_tables(path: Path, root: str, root_name: str, log_format: str | None) -> list[Found]:
+    """The README.md files below a folder that holds no run (a project's documents are never
+    runs in a walk, see logs.DOC_NAMES) whose tables are a log of steps; each with a note."""
+    from rlwatch.sources import logs
+
+    found = []
+    for f in sorted(itertools.islice(path.rglob("[Rr][Ee][Aa][Dd][Mm][Ee]*"), 1000)):
+        if not README.match(f.name) or not f.is_file():
+            continue
+        try:
+            check_readable_file(f)
+            if log_format is None:
+                logs.sniff(f)
+        except (SourceError, OSError, ValueError):
+            continue
+        name = _rel(str(f.with_suffix("")), root, root_name)
+        run = Found(name, "log", [f], str(f), log_format)
+        run.notes.append(f"read {f.name}'s table: the folder holds no log beside it")
+        found.append(run)
+    return found
+
+
 def _log_candidate(path: Path, log_format: str | None) -> tuple[bool, str | None]:
     """(is a run, the reason it cannot be read) for a log-suffixed file below a folder."""
     from rlwatch.sources import logs
@@ -447,6 +474,8 @@ def discover(target: str | os.PathLike[str], log_format: str | None = None) -> D
                 f"run not read; {best} is the most complete"
             )
         out.runs.append(found)
+    if not out.runs:
+        out.runs = _readme_tables(path, root, root_name, log_format)
     out.runs = each_run(out.runs)
     # a run named like another (a folder that is also a log file name) gets its kind added
     names: dict[str, int] = {}

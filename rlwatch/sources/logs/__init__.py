@@ -28,6 +28,9 @@ FORMATS = {
     "verl-jsonl": 'verl FileLogger JSONL ({"step": N, "data": {...}})',
     "trainer-state": "transformers/TRL trainer_state.json (log_history)",
     "json-array": 'a JSON array of log_history-style rows ([{"step": N, "loss": ...}, ...])',
+    "curves": 'a JSON object holding whole curves ({"rewards_curve": [1.3, 0.4, ...], "kl_curve": '
+    "[...]}, or [[step, value], ...] pairs); the i-th value is step i, from 1, unless a `steps` "
+    "list as long says otherwise",
     "python-dicts": "TRL/transformers console capture ({'loss': ...} lines, numbers or strings)",
     "notebook-table": "a Jupyter notebook's progress table (NotebookProgressCallback; HTML, "
     "markdown or text)",
@@ -35,6 +38,8 @@ FORMATS = {
     "prime-rl": 'prime-rl metrics.jsonl ({"step": N, "time": T, ...})',
     "ms-swift": 'ms-swift logging.jsonl ({"loss": ..., "global_step/max_steps": "N/M", ...})',
     "jsonl": "JSONL with a step field (Tinker metrics.jsonl, ...)",
+    "jsonl-count": "JSONL without a step field, each line one log of namespaced numbers "
+    '({"rollout_info/ep_rew": 0.3, ...}: RL4LMs); steps count the lines from 1',
     "kv-pairs": "lines of `Name: number` or `name=number` pairs with a step counter "
     "(Epoch:[1/1](120/9751), Reward: 0.1, ...), or a step header with one pair a line under it "
     "(NeMo RL's console)",
@@ -57,8 +62,8 @@ LOG_SUFFIXES = {
     ".md",
     ".html",
 }
-DOCUMENTS = {"trainer-state", "json-array", "notebook-table"}
-JSON_LINES = {"verl-jsonl", "jsonl", "llamafactory", "prime-rl", "ms-swift"}
+DOCUMENTS = {"trainer-state", "json-array", "curves", "notebook-table"}
+JSON_LINES = {"verl-jsonl", "jsonl", "jsonl-count", "llamafactory", "prime-rl", "ms-swift"}
 MAX_DOCUMENT = 1 << 30  # a JSON/HTML document is read whole: refuse anything larger
 
 
@@ -184,13 +189,18 @@ def _sniff_lines(lines: list[str], head: str, objects: list[str] | None = None) 
     None."""
     if any(_verl.sniff_line(ln) for ln in lines):
         return "verl-console"
+    counted = 0  # records of namespaced numbers without a step (_json.counted_record)
     for ln in lines[:5] if objects is None else objects:
         try:
-            fmt = _json.sniff_line(_json.loads(ln))
+            obj = _json.loads(ln)
         except ValueError:
             continue
+        fmt = _json.sniff_line(obj)
         if fmt:
             return fmt
+        counted = counted + 1 if counted >= 0 and _json.counted_record(obj) else -1
+    if counted >= 2:
+        return "jsonl-count"
     if any(_text.metrics_dict(_verl.ANSI.sub("", ln)) for ln in lines if "{'" in ln):
         return "python-dicts"
     if any("{" in ln for ln in lines) and _text.sniff_wrapped_dicts(head.splitlines()[:4000]):
@@ -302,6 +312,8 @@ def _read_document(p: Path, fmt: str, cols: Cols, warnings: list[str]) -> None:
                 f"{p}: the notebook ends before its JSON does (cut, or still being saved): "
                 "only the table rows before the cut are read"
             )
+    elif fmt == "curves":
+        _json.read_curves(text, cols, str(p))
     else:
         _json.read_document(text, cols, warnings, str(p))
 

@@ -88,7 +88,7 @@ class JsonLines:
         # a JSON null: NaN where the writer writes NaN so (verl's FileLogger); elsewhere "not
         # logged in this record" (a hand-written trainer's None for a feature turned off,
         # pandas' missing cells), NaN tokens being NaN
-        self.none = "skip" if fmt in ("llamafactory", "jsonl") else "nan"
+        self.none = "skip" if fmt in ("llamafactory", "jsonl", "jsonl-count") else "nan"
         self.drop: set[str] = set()
         if fmt == "llamafactory":
             self.drop = {"current_steps"} | LLAMAFACTORY_TEXT | LLAMAFACTORY_FACTS
@@ -106,6 +106,7 @@ class JsonLines:
         self.fast_types = NUMERIC | ({type(None)} if self.none == "nan" else set())
         self.threaded = False  # a second thread reads the file's tail meanwhile
         self.own_step: str | None = None  # OWN_STEP: decided by the first record without a step
+        self.counted = 0  # jsonl-count: the records read so far (a record's step is its count)
 
     def feed_lines(self, lines: list[bytes], lineno: int = 1) -> None:
         """A block's complete lines (without their newlines). Plain blocks -- every line a
@@ -415,6 +416,16 @@ class JsonLines:
                         self._bad(lineno)
                     return
                 raw = step
+            elif fmt == "jsonl-count":
+                if not counted_record(obj):
+                    self._bad(lineno)
+                    return
+                self.counted += 1
+                if self.counted == 1:
+                    cols.notes.append(
+                        "no step field: each line is one log, its step the line's count from 1"
+                    )
+                raw = self.counted
             else:
                 raw = next((obj[k] for k in STEP_KEYS if _is_num(obj.get(k))), None)
                 if fmt == "prime-rl" and _is_num(obj.get("time")):
@@ -700,6 +711,13 @@ def sniff_document(head: str) -> str | None:
     stripped = head.lstrip()
     if stripped.startswith("{") and HISTORY_KEY.search(head) and not _a_record(stripped):
         return "trainer-state"
+    if stripped.startswith("{") and ('": [' in head or '":[' in head):
+        try:  # a whole small document (a cut or larger one is not judged by its head)
+            doc = loads(stripped)
+        except (ValueError, RecursionError):
+            doc = None
+        if isinstance(doc, dict) and any(len(c) >= MIN_CURVE for _, c in _curves(doc)):
+            return "curves"
     if stripped.startswith("["):
         rest = stripped[1:].lstrip()
         if rest.startswith("{"):
@@ -711,6 +729,74 @@ def sniff_document(head: str) -> str | None:
             ):
                 return "json-array"
     return None
+
+
+MIN_CURVE = 6  # values in a list that makes a JSON object a document of curves
+CURVE_SUFFIX = re.compile(
+    r"[_/.-]?(?:curves?|history|hist|values|per_step|series|avg)$", re.IGNORECASE
+)
+CURVE_STEPS = ("steps", "step", "iterations", "iteration", "global_steps", "x")
+
+
+def _curves(doc: dict[str, Any], prefix: str = "", depth: int = 0) -> list[tuple[str, Any]]:
+    """(name, list) for each list of at least 2 numbers or [step, value] pairs in an object,
+    nested objects' keys joined with `/` (4 deep at most)."""
+    out: list[tuple[str, Any]] = []
+    for k, v in doc.items():
+        if not isinstance(k, str):
+            continue
+        if isinstance(v, dict) and depth < 4:
+            out += _curves(v, f"{prefix}{k}/", depth + 1)
+        elif isinstance(v, list) and len(v) >= 2:
+            if all(map(_is_num, v)) or all(
+                isinstance(p, list) and len(p) == 2 and _is_num(p[0]) and _is_num(p[1]) for p in v
+            ):
+                out.append((prefix + k, v))
+            elif all(isinstance(r, dict) and _is_num(r.get("value")) for r in v):
+                # [{"step": 1, "value": 0.69, "epoch": 0.01}, ...]: a callback's records
+                key = next((s for s in STEP_KEYS if all(_is_num(r.get(s)) for r in v)), None)
+                if key is not None:
+                    out.append((prefix + k, [[r[key], r["value"]] for r in v]))
+    return out
+
+
+def read_curves(text: str, cols: Cols, path: str) -> None:
+    """A JSON object of whole curves (sniff_document): each list of numbers is a metric whose
+    i-th value is step i (from 1), or the step a `steps` list as long gives it; a list of
+    [step, value] pairs carries its own steps. Named by its key without a `_curve` suffix;
+    the object's plain numbers and strings are the run's facts."""
+    try:
+        doc = loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise SourceError(f"{path}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
+    if not isinstance(doc, dict):
+        raise SourceError(f"{path}: a JSON document of curves must be an object")
+    curves = _curves(doc)
+    axes = {len(v): v for k, v in curves if k.split("/")[-1].lower() in CURVE_STEPS}
+    axes = {n: v for n, v in axes.items() if all(type(x) is int and x >= 0 for x in v)}
+    cols.facts.update(
+        {k: v for k, v in doc.items() if isinstance(v, int | float | str) and not _huge(v)}
+    )
+    for name, values in curves:
+        if name.split("/")[-1].lower() in CURVE_STEPS and len(values) in axes:
+            continue
+        key = CURVE_SUFFIX.sub("", name) or name
+        if isinstance(values[0], list):  # [step, value] pairs
+            for raw, v in values:
+                step = cols.step(raw)
+                x = None if step is None else cols.value(key, v)
+                if x is not None:
+                    cols.add(step, key, x)
+            continue
+        try:
+            vals = np.array(values, np.float64)
+        except OverflowError:  # an integer beyond float: one value at a time
+            vals = np.array([cols.value(key, v) for v in values], np.float64)
+        steps = axes.get(len(values))
+        st = np.arange(1, len(vals) + 1) if steps is None else np.array(steps, np.int64)
+        cols.add_arrays(np.full(len(vals), cols.code(key)), st, vals)
+    if not len(cols):
+        raise SourceError(f"{path}: a JSON document of curves without a number")
 
 
 def _a_record(text: str) -> bool:
@@ -741,6 +827,18 @@ def sniff_line(obj: Any) -> str | None:
     if key is not None and any(_is_num(v) for k, v in obj.items() if k != key):
         return "jsonl"
     return None
+
+
+def counted_record(obj: Any) -> bool:
+    """A JSON line without a step that is still one log: two or more keys, each namespaced
+    (`rollout_info/ep_rew`, `ppo/approx_kl`), each value a number. RL4LMs writes its rollout
+    and training metrics so, a line per iteration. A per-sample file (`{"idx": 3, "score":
+    0.5, "response": ...}`) is none: its keys are bare or its values text."""
+    if type(obj) is not dict or len(obj) < 2:
+        return False
+    return all(type(k) is str and "/" in k.strip("/") for k in obj) and all(
+        _is_num(v) for v in obj.values()
+    )
 
 
 def own_step_key(obj: dict[str, Any]) -> str | None:

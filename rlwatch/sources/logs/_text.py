@@ -640,13 +640,20 @@ def _step_column(header: list[str]) -> int | None:
 
 def _cells(line: str) -> list[str]:
     s = line.strip()
-    if s.startswith("|"):
-        return [c.strip() for c in s.strip("|").split("|")]
+    if s.startswith("|"):  # a Markdown cell's emphasis is no part of its value (`**0.301**`)
+        return [_plain(c) for c in s.strip("|").split("|")]
     if " | " in s and "\t" not in s:  # a table pasted into a GitHub comment: no outer pipes
-        return [c.strip() for c in s.split("|")]
+        return [_plain(c) for c in s.split("|")]
     if "\t" in s:
         return [c.strip() for c in s.split("\t")]
     return [c.strip() for c in re.split(r" {2,}", s)]
+
+
+def _plain(cell: str) -> str:
+    c = cell.strip()
+    if len(c) > 2 and c[0] == c[-1] and c[0] in "*`":
+        c = c.strip(c[0]).strip()
+    return c
 
 
 def notebook_tables(text: str, own: bool = False) -> list[list[list[str]]]:
@@ -1351,9 +1358,10 @@ def _csv_header(line: str) -> list[str] | None:
 
 
 def _header_cells(cells: list[str]) -> list[str] | None:
-    """The cells as a header (names, at least two, the first not empty), or None."""
+    """The cells as a header (names, at least two, the first not empty unless it heads the
+    index pandas' `to_csv` writes: `,epoch,reward`), or None."""
     cells = [c.strip() for c in cells]
-    if len(cells) < 2 or not cells[0]:
+    if len(cells) < 2 or (not cells[0] and not (len(cells) > 2 and all(cells[1:]))):
         return None
     if any(_number(c) for c in cells):  # a header names; a row of numbers is no header
         return None
@@ -1485,7 +1493,7 @@ class Csv:
         elif len({m.group(1) for m in matches if m}) != 1:  # one run's "<run> - " dropped
             names = list(header)
         self.keys = [
-            None if i in (self.step_at, self.run_at) or CSV_EXTREMES.search(h) else n
+            None if i in (self.step_at, self.run_at) or CSV_EXTREMES.search(h) or not h else n
             for i, (h, n) in enumerate(zip(header, names, strict=True))
         ]
         tb = tb_export(self.name, header)
