@@ -526,6 +526,9 @@ def test_a_json_object_of_whole_curves_is_a_run(tmp_path: Path) -> None:
     resolved = names.resolve(["reward", "kl"])  # `reward_curve`, `kl_avg`
     assert resolved.canonical["reward_mean"] == "reward"
     assert resolved.canonical["kl_ref"] == "kl"
+    odd = tmp_path / "odd_axis.json"  # a `steps` list beyond int64 is no axis, and no metric
+    odd.write_text(json.dumps({"steps": [2**70] * 7, "reward_curve": [0.5] * 7}))
+    assert set(_rows(load(str(odd)))) == {("reward", s) for s in range(1, 8)}
     cut = tmp_path / "cut.json"
     cut.write_text(json.dumps(doc)[:150])
     with pytest.raises(SourceError):

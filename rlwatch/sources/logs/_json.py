@@ -773,12 +773,14 @@ def read_curves(text: str, cols: Cols, path: str) -> None:
         raise SourceError(f"{path}: a JSON document of curves must be an object")
     curves = _curves(doc)
     axes = {len(v): v for k, v in curves if k.split("/")[-1].lower() in CURVE_STEPS}
-    axes = {n: v for n, v in axes.items() if all(type(x) is int and x >= 0 for x in v)}
+    axes = {
+        n: v for n, v in axes.items() if all(type(x) is int and 0 <= x <= _cols.MAX_STEP for x in v)
+    }
     cols.facts.update(
         {k: v for k, v in doc.items() if isinstance(v, int | float | str) and not _huge(v)}
     )
     for name, values in curves:
-        if name.split("/")[-1].lower() in CURVE_STEPS and len(values) in axes:
+        if name.split("/")[-1].lower() in CURVE_STEPS:  # an axis, never a metric
             continue
         key = CURVE_SUFFIX.sub("", name) or name
         if isinstance(values[0], list):  # [step, value] pairs
