@@ -78,6 +78,7 @@ KINDS = [
     "dschat_trailer",
     "counted_jsonl",
     "curves_json",
+    "curve_sweep",
     "readme_table",
     "rules",
     "config",
@@ -442,6 +443,13 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
         "kl_curve": [[s, 1 / s] for s in range(1, steps + 1)],
     }
     seeds["curves_json"] = ("ppo_metrics.json", json.dumps(curves).encode())
+    # a sweep's curves in one JSONL, a record per seed
+    sweep = "".join(
+        json.dumps({"seed": seed, "reward_curve": [[s, s / 100] for s in range(1, steps + 1)]})
+        + "\n"
+        for seed in (0, 1, 7)
+    )
+    seeds["curve_sweep"] = ("per_seed_metrics.jsonl", sweep.encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])

@@ -584,3 +584,61 @@ def test_a_pandas_csv_with_its_index_column(tmp_path: Path) -> None:
     rows = _rows(load(str(f)))
     assert {t for t, _ in rows} == {"epoch", "reward"}
     assert rows[("reward", 1)] == 2.4 and rows[("reward", 30)] == pytest.approx(2.69)
+
+
+def test_a_sweeps_curves_in_one_file_are_a_run_each(tmp_path: Path) -> None:
+    """A sweep's curves in one file are its runs: a JSONL of a record per seed
+    (`{"seed": 0, "reward_curve": [[1, 0.15], ...]}`), or one object of runs under a
+    container key (`{"metrics": {"ALIGNED/loss": [{"step": 1, "value": 0.69}, ...]}}`). Splits
+    (`train`, `eval`) are one run's parts; a per-sample JSONL (a prompt's text beside its
+    sampled rewards) is no sweep."""
+    sweep = tmp_path / "per_seed_metrics.jsonl"
+    sweep.write_text(
+        "".join(
+            json.dumps(
+                {"seed": s, "loss": 0.1, "reward_curve": [[i, s + i / 100] for i in range(1, 9)]}
+            )
+            + "\n"
+            for s in (0, 7, 42)
+        )
+    )
+    frame = load(str(sweep))
+    assert set(frame.runs) == {"seed=0", "seed=7", "seed=42"}
+    rows = {(r.run, r.tag, r.step): r.value for r in frame.data.itertuples()}
+    assert rows[("seed=42", "reward", 8)] == 42.08
+    assert {t for _, t, _ in rows} == {"reward"}
+    assert frame.runs["seed=7"].hparams["seed"] == 7
+    personas = tmp_path / "training_metrics.json"
+    personas.write_text(
+        json.dumps(
+            {
+                "metrics": {
+                    f"{p}/{m}": [
+                        {"step": s, "value": v + s / 100, "epoch": s / 50} for s in range(1, 9)
+                    ]
+                    for p, v in (("ALIGNED", 0.69), ("GAMING", 0.5))
+                    for m in ("loss", "accuracy")
+                }
+            }
+        )
+    )
+    frame = load(str(personas))
+    assert set(frame.runs) == {"ALIGNED", "GAMING"}
+    rows = {(r.run, r.tag, r.step): r.value for r in frame.data.itertuples()}
+    assert rows[("GAMING", "loss", 8)] == pytest.approx(0.58)
+    splits = tmp_path / "history.json"
+    splits.write_text(json.dumps({"train": {"reward": [0.1] * 8}, "eval": {"reward": [0.2] * 8}}))
+    frame = load(str(splits))
+    assert len(frame.runs) == 1 and {t for t, _ in _rows(frame)} == {"train/reward", "eval/reward"}
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(
+        "".join(
+            json.dumps(
+                {"prompt": "What is 2 + 2? Answer with a number. " * 3, "rewards": [1, 0] * 4}
+            )
+            + "\n"
+            for _ in range(5)
+        )
+    )
+    with pytest.raises(SourceError):
+        logs.load_file(samples)

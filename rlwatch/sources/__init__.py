@@ -172,6 +172,8 @@ def each_run(runs: list[Found]) -> list[Found]:
                 listed = [(r, r) for r in logs.export_runs(f.paths[0])]
                 listed = listed if len(listed) > 1 else []
                 listed = listed or [(r, r) for r in logs.stacked_runs(f.paths[0])]
+            if f.log_format in (None, "curves"):  # a JSON of a sweep's curves, a run each
+                listed = listed or [(r, r) for r in logs.curve_runs(f.paths[0])]
         if not listed:
             out.append(f)
             continue

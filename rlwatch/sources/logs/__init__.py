@@ -30,7 +30,7 @@ FORMATS = {
     "json-array": 'a JSON array of log_history-style rows ([{"step": N, "loss": ...}, ...])',
     "curves": 'a JSON object holding whole curves ({"rewards_curve": [1.3, 0.4, ...], "kl_curve": '
     "[...]}, or [[step, value], ...] pairs); the i-th value is step i, from 1, unless a `steps` "
-    "list as long says otherwise",
+    "list as long says otherwise; a JSONL of such objects is a sweep, a run each",
     "python-dicts": "TRL/transformers console capture ({'loss': ...} lines, numbers or strings)",
     "notebook-table": "a Jupyter notebook's progress table (NotebookProgressCallback; HTML, "
     "markdown or text)",
@@ -301,7 +301,9 @@ def _frame(path: Path, fmt: str, cols: Cols, warnings: list[str] | None) -> RunF
     return cols.frame(info)
 
 
-def _read_document(p: Path, fmt: str, cols: Cols, warnings: list[str]) -> None:
+def _read_document(
+    p: Path, fmt: str, cols: Cols, warnings: list[str], run: str | None = None
+) -> None:
     if p.stat().st_size > MAX_DOCUMENT:
         raise SourceError(f"{p}: a {fmt} document larger than 1 GiB is not read whole")
     text = p.read_bytes().decode("utf-8", "replace")
@@ -313,7 +315,7 @@ def _read_document(p: Path, fmt: str, cols: Cols, warnings: list[str]) -> None:
                 "only the table rows before the cut are read"
             )
     elif fmt == "curves":
-        _json.read_curves(text, cols, str(p))
+        _json.read_curves(text, cols, str(p), run)
     else:
         _json.read_document(text, cols, warnings, str(p))
 
@@ -388,7 +390,7 @@ def load_file(
         what = f" for run {run!r}" if run is not None else ""
         raise SourceError(f"{p}: read as {_describe(fmt)}, but it holds no metrics{what}{more}")
     frame = _frame(p, fmt, cols, warnings)
-    if run is not None and fmt == "csv":
+    if run is not None and fmt in ("csv", "curves"):
         frame = frame.renamed({next(iter(frame.runs)): run})
     return frame
 
@@ -431,7 +433,7 @@ def _read_into(
     try:
         fmt = fmt or sniff(p)
         if fmt in DOCUMENTS:
-            _read_document(p, fmt, cols, warnings)
+            _read_document(p, fmt, cols, warnings, run)
         else:
             parser = _line_parser(fmt, cols, run, p.name)
             bars = isinstance(parser, _text.KeyValues)  # a bar's redraw is a record
@@ -448,6 +450,23 @@ def _read_into(
     except MemoryError:
         raise SourceError(f"{p}: too large to read in memory") from None
     return fmt
+
+
+def curve_runs(path: Path) -> list[str]:
+    """The runs a small JSON document of curves holds (a sweep's seeds, one record each, or
+    `{"<run>": {"loss": [...]}, ...}`), or none; read only when the file is a head's size."""
+    if path.suffix.lower() not in (".json", ".jsonl", ".ndjson"):
+        return []
+    try:
+        if path.stat().st_size > HEAD:
+            return []
+        head = _head(path)
+    except OSError:
+        return []
+    if _json.sniff_document(head) != "curves":
+        return []
+    doc = _json.curve_doc(head.lstrip())
+    return [] if doc is None else _json.curve_runs(doc)[1]
 
 
 def export_runs(path: Path) -> list[str]:

@@ -712,11 +712,8 @@ def sniff_document(head: str) -> str | None:
     if stripped.startswith("{") and HISTORY_KEY.search(head) and not _a_record(stripped):
         return "trainer-state"
     if stripped.startswith("{") and ('": [' in head or '":[' in head):
-        try:  # a whole small document (a cut or larger one is not judged by its head)
-            doc = loads(stripped)
-        except (ValueError, RecursionError):
-            doc = None
-        if isinstance(doc, dict) and any(len(c) >= MIN_CURVE for _, c in _curves(doc)):
+        doc = curve_doc(stripped)  # a whole small document (a cut one is not judged by its head)
+        if doc is not None and any(len(c) >= MIN_CURVE for _, c in _curves(doc)):
             return "curves"
     if stripped.startswith("["):
         rest = stripped[1:].lstrip()
@@ -760,18 +757,88 @@ def _curves(doc: dict[str, Any], prefix: str = "", depth: int = 0) -> list[tuple
     return out
 
 
-def read_curves(text: str, cols: Cols, path: str) -> None:
+MAX_CURVE_RUNS = 64  # records of a JSONL file of curves, a run each
+RUN_FIELDS = ("run_name", "run", "name", "experiment", "variant", "seed")
+SPLITS = {"train", "training", "eval", "evaluation", "val", "valid", "validation", "test", "dev"}
+
+
+def curve_doc(text: str) -> dict[str, Any] | None:
+    """A document of curves as one object: the JSON object, or the records of a JSONL file
+    whose every line is an object of curves without a step (a run each: a sweep's seeds),
+    under the name of each run's `run_name`/`run`/`name`/`experiment`/`variant`/`seed` field
+    (`seed=0`), else `line N`. None for anything else (a record with a step is a log's)."""
+    try:
+        doc = loads(text)
+    except (ValueError, RecursionError):
+        doc = None
+    if isinstance(doc, dict):
+        return doc if sniff_line(doc) is None else None
+    if doc is not None:
+        return None
+    out: dict[str, Any] = {}
+    lines = [(i, ln) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+    if len(lines) > MAX_CURVE_RUNS:  # many records: a per-sample file, not a sweep's runs
+        return None
+    for i, line in lines:
+        try:
+            obj = loads(line)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(obj, dict) or sniff_line(obj) is not None:
+            return None
+        if not any(len(c) >= MIN_CURVE for _, c in _curves(obj)) or any(
+            isinstance(v, str) and len(v) > 64 for v in obj.values()
+        ):
+            return None  # no curve, or a sample's text (a prompt, a completion)
+        field = next((k for k in RUN_FIELDS if isinstance(obj.get(k), int | str)), None)
+        name = f"{field}={obj[field]}" if field is not None else f"line {i}"
+        out[name if name not in out else f"{name} (line {i})"] = obj
+    return out if len(out) >= 2 else None
+
+
+def curve_runs(doc: dict[str, Any]) -> tuple[int, list[str]]:
+    """The runs a document of curves holds (`<run>/<metric>` below any container key the
+    curves share: a sweep's seeds, `{"ALIGNED": {"loss": [...]}, "SYCOPHANT": {...}}`) and
+    how many leading components name no run; no runs when it is one run. Splits (`train/`,
+    `eval/`) are one run's parts, never runs."""
+    parts = [name.split("/") for name, _ in _curves(doc)]
+    k = 0
+    while parts and all(len(p) > k + 1 for p in parts) and len({p[k] for p in parts}) == 1:
+        k += 1
+    if not parts or any(len(p) < k + 2 for p in parts):
+        return k, []
+    metrics: dict[str, set[str]] = {}
+    for p in parts:
+        metrics.setdefault(p[k], set()).add("/".join(p[k + 1 :]))
+    runs = list(metrics)
+    if len(runs) < 2 or {r.lower() for r in runs} & SPLITS:
+        return k, []
+    shared = set.intersection(*metrics.values())
+    return (k, runs) if shared else (k, [])
+
+
+def read_curves(text: str, cols: Cols, path: str, run: str | None = None) -> None:
     """A JSON object of whole curves (sniff_document): each list of numbers is a metric whose
     i-th value is step i (from 1), or the step a `steps` list as long gives it; a list of
     [step, value] pairs carries its own steps. Named by its key without a `_curve` suffix;
-    the object's plain numbers and strings are the run's facts."""
-    try:
-        doc = loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise SourceError(f"{path}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
-    if not isinstance(doc, dict):
-        raise SourceError(f"{path}: a JSON document of curves must be an object")
+    the object's plain numbers and strings are the run's facts. With `run`, one of the runs
+    the document holds (curve_runs): its curves, named below it."""
+    doc = curve_doc(text)
+    if doc is None:
+        raise SourceError(f"{path}: not a JSON object of curves (or cut)")
     curves = _curves(doc)
+    if run is not None:
+        k, runs = curve_runs(doc)
+        if run not in runs:
+            raise SourceError(f"{path}: no run {run!r} in it")
+        picked = []
+        for name, values in curves:
+            p = name.split("/")
+            if p[k] == run:
+                picked.append(("/".join(p[k + 1 :]), values))
+        curves = picked
+        if k == 0 and isinstance(doc.get(run), dict):  # a run's own facts (its seed, ...)
+            doc = doc[run]
     axes = {len(v): v for k, v in curves if k.split("/")[-1].lower() in CURVE_STEPS}
     axes = {
         n: v for n, v in axes.items() if all(type(x) is int and 0 <= x <= _cols.MAX_STEP for x in v)
