@@ -458,15 +458,24 @@ def curve_runs(path: Path) -> list[str]:
     if path.suffix.lower() not in (".json", ".jsonl", ".ndjson"):
         return []
     try:
-        if path.stat().st_size > HEAD:
+        st = os.stat(path)
+        if st.st_size > HEAD:
             return []
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)  # `tail` asks at every poll
+        if key in _SWEEPS:
+            return _SWEEPS[key]
         head = _head(path)
     except OSError:
         return []
-    if _json.sniff_document(head) != "curves":
-        return []
-    doc = _json.curve_doc(head.lstrip())
-    return [] if doc is None else _json.curve_runs(doc)[1]
+    doc = _json.curve_doc(head.lstrip()) if _json.sniff_document(head) == "curves" else None
+    runs = [] if doc is None else _json.curve_runs(doc)[1]
+    if len(_SWEEPS) > 4096:
+        _SWEEPS.clear()
+    _SWEEPS[key] = runs
+    return runs
+
+
+_SWEEPS: dict[tuple[int, int, int, int], list[str]] = {}
 
 
 def export_runs(path: Path) -> list[str]:
