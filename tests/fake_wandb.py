@@ -58,7 +58,10 @@ class FakeWandb:
                 self._send(200, buf.getvalue(), "application/octet-stream")
 
             def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if not self.path.startswith("/graphql"):  # the client's telemetry
+                    return self._send(200, b"{}")  # (`/sdk/otel/v1/metrics`, an empty body)
+                body = json.loads(raw)
                 query = body.get("query", "")
                 outer.requests.append(query.split("(")[0].split("{")[0].strip()[:60])
                 if outer.status:
