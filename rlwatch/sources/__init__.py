@@ -260,17 +260,9 @@ README = re.compile(r"^readme[._-]?.*\.md$", re.IGNORECASE)
 def _readme_tables(path: Path, root: str, root_name: str, log_format: str | None) -> list[Found]:
     """The README.md files below a folder that holds no run (a project's documents are never
     runs in a walk, see logs.DOC_NAMES) whose tables are a log of steps; each with a note."""
-    from rlwatch.sources import logs
-
     found = []
     for f in sorted(itertools.islice(path.rglob("[Rr][Ee][Aa][Dd][Mm][Ee]*"), 1000)):
-        if not README.match(f.name) or not f.is_file():
-            continue
-        try:
-            check_readable_file(f)
-            if log_format is None:
-                logs.sniff(f)
-        except (SourceError, OSError, ValueError):
+        if not README.match(f.name) or not f.is_file() or _log_candidate(f, log_format)[1]:
             continue
         name = _rel(str(f.with_suffix("")), root, root_name)
         run = Found(name, "log", [f], str(f), log_format)

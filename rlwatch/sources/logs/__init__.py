@@ -467,7 +467,7 @@ def curve_runs(path: Path) -> list[str]:
         head = _head(path)
     except OSError:
         return []
-    doc = _json.curve_doc(head.lstrip()) if _json.sniff_document(head) == "curves" else None
+    doc = _json.curves_in(head) if _json.sniff_document(head) == "curves" else None
     runs = [] if doc is None else _json.curve_runs(doc)[1]
     if len(_SWEEPS) > 4096:
         _SWEEPS.clear()

@@ -711,10 +711,8 @@ def sniff_document(head: str) -> str | None:
     stripped = head.lstrip()
     if stripped.startswith("{") and HISTORY_KEY.search(head) and not _a_record(stripped):
         return "trainer-state"
-    if stripped.startswith("{") and ('": [' in head or '":[' in head):
-        doc = curve_doc(stripped)  # a whole small document (a cut one is not judged by its head)
-        if doc is not None and any(len(c) >= MIN_CURVE for _, c in _curves(doc)):
-            return "curves"
+    if curves_in(head) is not None:
+        return "curves"
     if stripped.startswith("["):
         rest = stripped[1:].lstrip()
         if rest.startswith("{"):
@@ -760,6 +758,18 @@ def _curves(doc: dict[str, Any], prefix: str = "", depth: int = 0) -> list[tuple
 MAX_CURVE_RUNS = 64  # records of a JSONL file of curves, a run each
 RUN_FIELDS = ("run_name", "run", "name", "experiment", "variant", "seed")
 SPLITS = {"train", "training", "eval", "evaluation", "val", "valid", "validation", "test", "dev"}
+
+
+def curves_in(head: str) -> dict[str, Any] | None:
+    """The document of curves a file's head is whole (curve_doc) when it holds a curve of
+    MIN_CURVE values or more, else None (a cut or larger one is not judged by its head)."""
+    stripped = head.lstrip()
+    if not stripped.startswith("{") or ('": [' not in head and '":[' not in head):
+        return None
+    doc = curve_doc(stripped)
+    if doc is None or not any(len(c) >= MIN_CURVE for _, c in _curves(doc)):
+        return None
+    return doc
 
 
 def curve_doc(text: str) -> dict[str, Any] | None:
