@@ -9,6 +9,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import FIXTURES, REALRUNS
 from typer.testing import CliRunner
@@ -256,3 +257,62 @@ def test_follower_rereads_a_rewritten_trainer_state(tmp_path: Path) -> None:
     f.write_text(json.dumps({"log_history": [{"step": 1, "loss": 0.1}, {"step": 2, "loss": 0.2}]}))
     delta = follower.poll().data
     assert delta["step"].tolist() == [2]
+
+
+def test_printed_dicts_of_torch_and_numpy_scalars_with_their_keyword_arguments(
+    tmp_path: Path,
+) -> None:
+    """A loop that prints its metrics dict prints torch's and numpy 2's reprs: `tensor(0.5000,
+    dtype=torch.bfloat16)`, `tensor(1., grad_fn=<MulBackward0>)`, on a GPU `tensor(0.5,
+    device='cuda:0')`, `np.float64(0.3)`. The value is the first argument; the keyword
+    arguments are no part of it (they made the whole line unreadable). The same in a verl
+    console line."""
+    torch = pytest.importorskip("torch")
+    f = tmp_path / "train.log"
+    with f.open("w") as out:
+        for step in range(1, 21):
+            loss = torch.tensor(0.25 * step, requires_grad=True) * 2  # grad_fn=<MulBackward0>
+            metrics = {
+                "step": step,
+                "loss": loss,
+                "reward": torch.tensor(0.5, dtype=torch.bfloat16) + step / 64,
+                "kl": np.float64(step / 100),
+                "grad_norm": f"tensor({step}.5, device='cuda:0')",  # as printed on a GPU
+            }
+            out.write(
+                "{"
+                + ", ".join(
+                    f"'{k}': {v!s}" if k == "grad_norm" else f"{k!r}: {v!r}"
+                    for k, v in metrics.items()
+                )
+                + "}\n"
+            )
+    text = f.read_text()
+    assert "grad_fn=<MulBackward0>" in text and "dtype=torch.bfloat16" in text
+    assert "np.float64(" in text and "device='cuda:0'" in text
+    frame = logs.load_file(f)
+    rows = {(r.tag, r.step): r.value for r in frame.data.itertuples()}
+    assert rows[("loss", 3)] == 1.5 and rows[("grad_norm", 7)] == 7.5
+    assert rows[("kl", 20)] == 0.2 and rows[("reward", 16)] == 0.75
+    assert {t for t, _ in rows} == {"loss", "reward", "kl", "grad_norm"}
+    v = tmp_path / "verl.log"
+    v.write_text(
+        "".join(
+            f"step:{s} - actor/grad_norm:tensor({s}.25, device='cuda:0') - "
+            f"critic/score/mean:np.float64(0.{s}) - actor/entropy:0.5\n"
+            for s in range(1, 8)
+        )
+    )
+    rows = {(r.tag, r.step): r.value for r in logs.load_file(v).data.itertuples()}
+    assert rows[("actor/grad_norm", 3)] == 3.25 and rows[("critic/score/mean", 7)] == 0.7
+    kv = tmp_path / "loop.log"  # `name: value` pairs after a step counter, a JAX 0-d array
+    kv.write_text(
+        "".join(
+            f"Step {s} | loss: tensor({s}.5, device='cuda:0', grad_fn=<AddBackward0>) | "
+            f"reward: 0.{s} | kl: Array(0.0{s}, dtype=float32)\n"
+            for s in range(1, 8)
+        )
+    )
+    rows = {(r.tag, r.step): r.value for r in logs.load_file(kv).data.itertuples()}
+    assert {t for t, _ in rows} == {"loss", "reward", "kl"}
+    assert rows[("loss", 4)] == 4.5 and rows[("kl", 6)] == 0.06

@@ -271,3 +271,34 @@ def test_a_nemo_console_whose_first_step_comes_after_a_large_clusters_start_up(
     assert len(start) > logs.HEAD + (1 << 20)
     assert logs.sniff(p) == "kv-pairs"
     assert _values(load(str(p)), "reward_mean") == pytest.approx(rewards)
+
+
+@pytest.mark.parametrize("header", ["=== Step {i} ===", "Step {i}", "Iteration {i}/40"])
+def test_a_header_then_a_line_of_pairs_behind_a_logging_prefix(tmp_path: Path, header) -> None:
+    """A loop that prints its counter on a line of its own, then the step's metrics on one
+    line through `logging` (`2025-09-23 09:01:00,984 - train - INFO - loss: 0.1, reward:
+    0.3`): every pair of that line is read at the header's step. A reward that crashes to zero
+    fails the run; a progress bar's line in a block stays no metric."""
+    rewards = [0.5 + i / 100 if i < 20 else 0.0 for i in range(40)]
+    lines = []
+    for i, r in enumerate(rewards):
+        lines.append(header.format(i=i))
+        if i == 3:
+            lines.append(
+                "Processed prompts: 58%|#####  | 37/64 [00:13<00:08, 3.01it/s, "
+                "est. speed input: 225.57 toks/s, output: 775.35 toks/s]"
+            )
+        lines.append(
+            f"2025-09-23 09:01:{i:02d},984 - train - INFO - loss: 0.1, "
+            f"token_entropy: {0.8 - i / 200:.4f}, reward: {r}"
+        )
+    p = tmp_path / "train.log"
+    p.write_text("\n".join(lines) + "\n")
+    assert logs.sniff(p) == "kv-pairs"
+    frame = load(str(p))
+    (info,) = frame.runs.values()
+    assert frame.steps(info.name)[1:] == (0, 39)
+    assert _values(frame, "reward_mean") == pytest.approx(rewards)
+    assert set(frame.data["metric"].astype(str)) == {"reward_mean", "entropy", "loss"}
+    res = CliRunner().invoke(app, ["diagnose", str(p)])
+    assert res.exit_code == 1 and "RW01" in res.output, res.output

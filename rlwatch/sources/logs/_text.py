@@ -20,7 +20,7 @@ import numpy as np
 
 from rlwatch.errors import UsageError
 from rlwatch.sources.logs._cols import SWIFT_STEP, SWIFT_TEXT, Cols, lines, swift_step
-from rlwatch.sources.logs._verl import ANSI, literal_dict
+from rlwatch.sources.logs._verl import ANSI, literal_dict, plain_scalars
 
 # -- transformers / TRL printed dicts ------------------------------------------------------
 DICT_START = re.compile(r"\{'[^'\n]{1,200}': ")
@@ -875,6 +875,8 @@ BLOCK_PAIR = re.compile(
     r"[ \t]{0,4}(%|[A-Za-z]{1,8}(?:/[A-Za-z]{1,8})?)?(?:[ \t]{0,16}\([^()\n]{0,64}\))?[ \t]*$",
     re.I,
 )
+# what is left of a block's line of pairs once they are taken out: separators only
+PAIRS_REST = re.compile(r"^[\s,;|]*$")
 # the same, found in a text of many lines (the deep sniff)
 BLOCK_LINES = re.compile(BLOCK_PAIR.pattern, re.I | re.M)
 # a row of a table of a step's metrics, `│ mean_reward │ 0.648761 │` (rich's box, as the Tinker
@@ -925,7 +927,7 @@ class KeyValues:
         if "\x1b" in text:
             text = ANSI.sub("", text)
         for line in _redraws(self.nb.split(text)):
-            line = unwrap(line)
+            line = plain_scalars(unwrap(line))
             if self.line(line):
                 if not self.on_bar:
                     self.block = None  # a counted line of pairs ends a block, not a bar's redraw
@@ -961,6 +963,8 @@ class KeyValues:
                 self.block = None
             return 0
         m = BLOCK_PAIR.match(line) or TABLE_ROW.match(line)
+        if m is None and self.block is not None and len(PAIR.findall(line)) >= 2:
+            return self.block_pairs(line)
         if m is None or self.block is None:
             t = SECTION.match(line)
             if t is not None:  # `📊 Validation Results:`: its pairs are validation metrics
@@ -975,6 +979,27 @@ class KeyValues:
             return 0
         self.cols.add(self.block, key, x / 100 if unit == "%" else x)
         return 1
+
+    def block_pairs(self, line: str) -> int:
+        """A line of several `name: number` pairs after a block's header (`=== Step 3 ===`,
+        then `loss: 0.31, reward: 0.52, kl: 0.01`, maybe behind a logging prefix): each pair
+        read at the header's step. From its first pair on, the line is pairs and separators
+        only (a progress bar's rates, `toks/s`, or a Ray worker's `pid=` is no such line)."""
+        assert self.block is not None
+        found = list(PAIR.finditer(line))
+        rest = PAIR.sub("", line[found[0].start() :]) if found else line
+        if len(found) < 2 or not PAIRS_REST.match(rest):
+            return 0
+        n = 0
+        for m in found:
+            name, num, pct = m.groups()
+            if name.lower() in COUNTER_NAMES or name.lower() == "epoch":
+                continue
+            x = self.cols.value(self.section + name, num)
+            if x is not None:
+                self.cols.add(self.block, self.section + name, x / 100 if pct else x)
+                n += 1
+        return n
 
     def header(self, line: str, found: re.Match[str]) -> bool:
         """Whether a counted line is a block's header (the counter and decoration only); if
@@ -1255,7 +1280,7 @@ def sniff_kv(lines_: list[str]) -> bool:
     probe = KeyValues(Cols())
     hits = blocks = in_block = 0
     for ln in lines_[:2000]:
-        ln = unwrap(ANSI.sub("", ln))
+        ln = plain_scalars(unwrap(ANSI.sub("", ln)))
         if probe.line(ln):
             hits += 1
             if not probe.on_bar:  # as the reader: a bar's redraw leaves a block open
@@ -1264,8 +1289,8 @@ def sniff_kv(lines_: list[str]) -> bool:
         if probe.block is not None and probe.block_lines == 0 and in_block:
             in_block = 0  # a new header: the one before had too few
         if probe.block is not None:
-            in_block += probe.block_line(ln)
-            if in_block == 2:
+            before, in_block = in_block, in_block + probe.block_line(ln)
+            if before < 2 <= in_block:
                 blocks += 1
     return hits >= 2 or (hits == 1 and len(lines_) <= 2) or (hits == 0 and blocks >= 2)
 

@@ -23,8 +23,15 @@ from rlwatch.sources.logs._cols import Cols, _system_pool, lines
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 STEP_LINE = re.compile(r"step:(\d+) - ([^\n]*)")
 VERL_STEP = re.compile(r"step:(\d+) - (.*)$")
-VERL_VALUE = re.compile(r"^(?:np\.(?:float|int)\d*|tensor)\((.*?)\)$")
-WRAPPED = re.compile(r"(?:np\.(?:float|int)\d*|tensor)\(([^()]*)\)")
+# numpy 2's scalar reprs (np.float64(0.5)), torch's (tensor(0.5, device='cuda:0',
+# grad_fn=<MeanBackward0>)) and 0-d arrays' (array(0.5), JAX's Array(0.5, dtype=float32)): the
+# value is the first argument; keyword arguments are dropped
+_WRAP = (
+    r"(?<![\w.])(?:np\.(?:float|u?int)\d*|tensor|[Aa]rray)"
+    r"\((\[[^()\]]*\]|[^(),]*)(?:,\s*\w+=[^()]*)?\)"
+)
+VERL_VALUE = re.compile("^" + _WRAP + "$")
+WRAPPED = re.compile(_WRAP)
 THREE_DECIMALS = re.compile(r"^-?\d+\.\d{3}$")
 PLAIN_NUMBER = r"^-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$|^-?(?:nan|inf)$"
 THREE_DP_VALUE = re.compile(r":\s*-?\d+\.\d{3}\s*(?= - |$)")
@@ -45,10 +52,18 @@ def number(text: str) -> float | None:
         return None
 
 
+def plain_scalars(text: str) -> str:
+    """`text` with every wrapped scalar (`np.float64(0.5)`, `tensor(0.5, device='cuda:0')`)
+    replaced by its value."""
+    if "(" in text and ("np." in text or "tensor(" in text or "rray(" in text):
+        return WRAPPED.sub(r"\1", text)
+    return text
+
+
 def literal_dict(text: str) -> dict[str, Any] | None:
     """A printed python dict, read without evaluating anything: a flat dict of numbers and
     strings by one linear scan, anything else by ast.literal_eval (up to MAX_DICT)."""
-    text = WRAPPED.sub(r"\1", text)
+    text = plain_scalars(text)
     flat = _flat_dict(text)
     if flat is not None:
         return flat
@@ -138,8 +153,7 @@ class VerlConsole:
             step = cols.step_text(digits)
             if step is None:
                 continue
-            if "(" in items and ("np." in items or "tensor(" in items):
-                items = WRAPPED.sub(r"\1", items)
+            items = plain_scalars(items)
             steps.append(step)
             texts.append(items)
         if not steps:
@@ -195,8 +209,7 @@ class VerlConsole:
         if step is None:
             return
         self.nlines += 1
-        if "(" in items and ("np." in items or "tensor(" in items):
-            items = WRAPPED.sub(r"\1", items)
+        items = plain_scalars(items)
         # "k:v - k:v" -> [k, v, k, v]: two C-level string passes; exactly one ':' per item
         # (checked by the count) keeps keys and values aligned
         flat = items.replace(" - ", ":").split(":")
