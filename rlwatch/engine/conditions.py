@@ -56,6 +56,9 @@ class Context:
     # the run's logs: every step at which a metric the rules read was logged (a rule's `for`
     # counts these, whatever its own metric's cadence); None: the steps of `wide`
     grid: np.ndarray | None = None
+    # `wide` is a recent window of a long run followed live (it does not start at the run's
+    # first log): what is judged from a run's first logs is not judged from the window's
+    window: bool = False
 
     def run_logs(self) -> np.ndarray:
         """The steps of the run's logs, ascending (see `grid`)."""
@@ -187,6 +190,7 @@ def build_context(
     early: pd.DataFrame | None = None,
     now: Callable[[], Any] | float | None = None,
     grid: np.ndarray | None = None,
+    window: bool = False,
 ) -> Context:
     """The one way to make an evaluation Context: diagnose, tail and the rule-test runner.
 
@@ -198,7 +202,8 @@ def build_context(
     window (live following; `relative` conditions take their early level from it). `now`: the
     time the run is judged at, on the clock of its wall times (a number, or a callable computed
     when a rule needs it; `stalled` reads it). `grid`: the steps of the run's logs (every step
-    a metric the rules read was logged at, ascending; default: the steps of `wide`). Non-finite
+    a metric the rules read was logged at, ascending; default: the steps of `wide`). `window`:
+    `wide` starts after the run's first log (a long run followed live). Non-finite
     steps and restarts before the first step of `wide` are dropped (they are outside the view).
     """
     first = int(wide.index[0]) if len(wide) else None
@@ -223,6 +228,7 @@ def build_context(
         early,
         now=now if callable(now) else (lambda: now),
         grid=None if grid is None else np.asarray(grid, dtype=np.int64),
+        window=window,
     )
 
 
@@ -288,12 +294,29 @@ def _prior_quantile(v: np.ndarray, window: int, min_periods: int, q: float) -> n
     return np.where(counts >= max(min_periods, 1), a + (b - a) * frac, np.nan)
 
 
-def _trailing_median(v: np.ndarray, window: int) -> np.ndarray:
-    """Median of the last `window` values, the current one included (needs all of them)."""
+HEAD_SMOOTH = 5  # a threshold's `smooth` up to this many logs has a level from half of them
+
+
+def _trailing_median(
+    v: np.ndarray, window: int, first: int | None = None, side: int = 0
+) -> np.ndarray:
+    """Median of the last `window` values, the current one included (needs all of them).
+    `first`: at the run's start, the median of the first i values once there are `first` of
+    them (all finite), so a short run's first logs have a level too; of an even count, the
+    lower middle value (`side` -1), the upper (1) or their mean (0): a bound the level must
+    pass is passed by at least half the logs so far."""
     if v.size == 0:
         return v
     padded = np.concatenate([np.full(window - 1, np.nan), v])
-    return _nanmedian_rows(sliding_window_view(padded, window), window)
+    out = _nanmedian_rows(sliding_window_view(padded, window), window)
+    if first is not None and first < window:
+        for i in range(first - 1, min(window - 1, v.size)):
+            head = np.sort(v[: i + 1])
+            if np.isnan(head[-1]):
+                continue
+            lo, hi = head[i // 2], head[(i + 1) // 2]
+            out[i] = lo if side < 0 else hi if side > 0 else (lo + hi) / 2
+    return out
 
 
 def _prior_expanding_median(x: np.ndarray, min_periods: int) -> np.ndarray:
@@ -364,6 +387,15 @@ class Threshold(Node):
     >>> state("threshold: {metric: loss, at_most: 0.6, smooth: 3}", loss="0.5 0.9 0.5")
     'firing'
     >>> state("threshold: {metric: loss, at_most: 0.6, smooth: 3}", loss="0.9 0.5 0.9")
+    'ok'
+
+    A run's first logs have a level once half a short window (up to 5 logs) is in: the median
+    of the logs so far; of an even count, the middle value on the bound's safe side (at least
+    half the logs pass the bound). A run truncated from its first log is so at its third.
+
+    >>> state("threshold: {metric: t, at_least: 0.5, smooth: 5}", t="1 1 1")
+    'firing'
+    >>> state("threshold: {metric: t, at_least: 0.5, smooth: 5}", t="0 0.1 1 1")
     'ok'
 
     `min_z` (with `above`/`below`): the value must be past the bound by min_z x the robust
@@ -437,10 +469,20 @@ class Threshold(Node):
                 observed = {"level": num, "other": den}
         if self.smooth is not None:
             k = self.smooth
+            # a run's first logs: the median of the logs so far, from half the window on, for a
+            # window against noise (up to HEAD_SMOOTH logs); a longer one is asked as evidence
+            half = None if ctx.window or k > HEAD_SMOOTH else (k + 1) // 2
+            up = self.above is not None or self.at_least is not None
+            down = self.below is not None or self.at_most is not None
+            side = -1 if up and not down else 1 if down and not up else 0
+
+            def level(x: np.ndarray) -> np.ndarray:
+                return _trailing_median(x, k, half, side)
+
             v = (
-                ctx.per_metric(("trailing", metric, k), s, lambda x: _trailing_median(x, k))
+                ctx.per_metric(("head", metric, k, side), s, level)
                 if other is None
-                else ctx.by_segment(v, steps, lambda x: _trailing_median(x, k))
+                else ctx.by_segment(v, steps, level)
             )
             ok = ~np.isnan(v)
             steps, v = steps[ok], v[ok]

@@ -451,6 +451,7 @@ class Evaluator:
             wall=wall,
             early=early,
             grid=self.run_logs(),
+            window=trimmed,
         )
 
     def _early(self) -> pd.DataFrame:
