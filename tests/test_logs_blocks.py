@@ -302,3 +302,21 @@ def test_a_header_then_a_line_of_pairs_behind_a_logging_prefix(tmp_path: Path, h
     assert set(frame.data["metric"].astype(str)) == {"reward_mean", "entropy", "loss"}
     res = CliRunner().invoke(app, ["diagnose", str(p)])
     assert res.exit_code == 1 and "RW01" in res.output, res.output
+
+
+def test_a_headers_line_of_many_pairs_is_read_whole(tmp_path: Path) -> None:
+    """A step's line of pairs longer than a block's one-pair lines (400 characters) is still
+    read whole, up to 4,000 characters; a longer one is not read (bounded work per line)."""
+    names = [f"rewards/func_{j}/mean" for j in range(20)]
+    p = tmp_path / "train.log"
+    lines = []
+    for i in range(1, 9):
+        lines.append(f"----- step {i} -----")
+        lines.append(", ".join(f"{n}: {i / 10:.4f}" for n in names) + ", reward: 0.5")
+    lines.append("----- step 9 -----")
+    lines.append(", ".join(f"metric_{j}: 1.0" for j in range(300)))  # > 4,000 characters
+    assert 400 < len(lines[1]) < 4000 < len(lines[-1])
+    p.write_text("\n".join(lines) + "\n")
+    rows = {(r.tag, r.step): r.value for r in logs.load_file(p).data.itertuples()}
+    assert rows[("rewards/func_19/mean", 8)] == 0.8 and rows[("reward", 3)] == 0.5
+    assert len(rows) == 8 * 21

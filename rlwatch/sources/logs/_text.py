@@ -958,13 +958,14 @@ class KeyValues:
         number` pair (a bullet before it, a unit or a note after it) read at the header's step,
         as NeMo RL prints a step's results, one per line; the number of values read."""
         self.block_lines += 1
-        if self.block_lines > MAX_BLOCK or len(line) > 400:
-            if self.block_lines > MAX_BLOCK:
-                self.block = None
+        if self.block_lines > MAX_BLOCK:
+            self.block = None
             return 0
+        if len(line) > 400:  # no pair of one line: a line of many pairs, at most 4,000 characters
+            return self.block_pairs(line) if len(line) <= 4000 and self.block is not None else 0
         m = BLOCK_PAIR.match(line) or TABLE_ROW.match(line)
-        if m is None and self.block is not None and len(PAIR.findall(line)) >= 2:
-            return self.block_pairs(line)
+        if m is None and self.block is not None and (n := self.block_pairs(line)):
+            return n
         if m is None or self.block is None:
             t = SECTION.match(line)
             if t is not None:  # `📊 Validation Results:`: its pairs are validation metrics
@@ -987,8 +988,7 @@ class KeyValues:
         only (a progress bar's rates, `toks/s`, or a Ray worker's `pid=` is no such line)."""
         assert self.block is not None
         found = list(PAIR.finditer(line))
-        rest = PAIR.sub("", line[found[0].start() :]) if found else line
-        if len(found) < 2 or not PAIRS_REST.match(rest):
+        if len(found) < 2 or not PAIRS_REST.match(PAIR.sub("", line[found[0].start() :])):
             return 0
         n = 0
         for m in found:
