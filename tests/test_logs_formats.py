@@ -1014,3 +1014,47 @@ def test_a_second_training_after_a_summary_that_gave_the_first_its_steps(tmp_pat
     assert rows == _rows(first) and len(rows) > 20  # the last training, as read alone
     # the first training whole before the second: renumbered by its summary meanwhile
     assert followed_rows(tmp_path, "train.out", [one, one], [100, 1000, 5000], seed=5) == rows
+
+
+def test_halos_console_counts_its_logs_by_examples_seen(tmp_path: Path) -> None:
+    """ContextualAI's HALOs prints `train stats after {examples} examples: {...}` and `eval
+    after {examples}: {...}` (floats formatted as strings by its `formatted_dict`, counters as
+    ints) between config dumps and warnings. The examples seen are the step, shared by train and
+    eval; its DPO keys are read as DPO's, and a DPO whose chosen log-prob falls 200 nats fails
+    on the likelihood collapse."""
+
+    def formatted(d: dict) -> dict:  # as HALOs' utils.formatted_dict
+        return {k: (f"{v:.5g}" if isinstance(v, float) else v) for k, v in d.items()}
+
+    p = tmp_path / "halos_train_dpo.txt"
+    with p.open("w") as f:
+        f.write("seed: 1\nexp_name: llama2_7b_dpo\nloss:\n  name: dpo\n  beta: 0.01\n")
+        f.write("eval after 0: " + str(formatted({"loss/eval": 0.69141})) + "\n")
+        for i in range(1, 41):
+            stats = {
+                "rewards_train/chosen": -0.01 * i,
+                "rewards_train/rejected": -0.03 * i,
+                "rewards_train/accuracies": 0.6,
+                "rewards_train/margins": 0.02 * i,
+                "logps_train/rejected": -139.0 - 15.0 * i,
+                "logps_train/chosen": -44.0 - 5.0 * i,
+                "loss/train": 0.69 - 0.001 * i,
+                "examples_per_second": 6.19,
+                "grad_norm": 3.0,
+                "counters/examples": 64 * i,
+                "counters/updates": 4 * i,
+            }
+            f.write(f"train stats after {64 * i} examples: {formatted(stats)}\n")
+            if i % 20 == 0:
+                f.write(f"eval after {64 * i}: {formatted({'loss/eval': 0.7 + i / 100})}\n")
+    assert "'grad_norm': '3', 'counters/examples': 64," in p.read_text()
+    frame = logs.load_file(p)
+    (info,) = frame.runs.values()
+    assert info.framework == "halos" and "HALOs" in info.hparams["steps"]
+    assert info.metrics["dpo_logps_chosen"] == "logps_train/chosen"
+    assert info.metrics["eval_loss"] == "loss/eval"
+    rows = _rows(frame)
+    assert rows["logps_train/chosen", 64 * 40] == -244.0 and rows["loss/eval", 0] == 0.69141
+    assert rows["loss/eval", 1280] == 0.9 and rows["counters/updates", 128] == 8
+    res = runner.invoke(app, ["diagnose", str(p)])
+    assert res.exit_code == 1 and "DP03" in res.output, res.output

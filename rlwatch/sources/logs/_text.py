@@ -40,7 +40,12 @@ def _dict_start(line: str) -> int:
     if "\r" in head:
         head = head[head.rfind("\r") + 1 :]
     head = head[-100:]
-    if NOT_METRICS.search(head) and not HEAD_STEP.search(head) and not ROLLOUT_HEAD.search(head):
+    if (
+        NOT_METRICS.search(head)
+        and not HEAD_STEP.search(head)
+        and not ROLLOUT_HEAD.search(head)
+        and not EXAMPLES_HEAD.search(head)
+    ):
         return -1
     return m.start()
 
@@ -48,10 +53,15 @@ def _dict_start(line: str) -> int:
 def head_step(line: str, start: int) -> tuple[str, str] | None:
     """(word, digits) of a counter printed before a dict: a step counter (`step 120 {...}`,
     `Step 120/500: {...}`; the word "step"), or slime's rollout id right before it (`rollout 3:
-    {...}`, `perf 3: {...}`, `eval 3: {...}`; the word "rollout"); or None."""
+    {...}`, `perf 3: {...}`, `eval 3: {...}`; the word "rollout"), or HALOs' count of examples
+    (`train stats after 64 examples: {...}`, `eval after 4000: {...}`; the word "examples"); or
+    None."""
     m = ROLLOUT_HEAD.search(line, max(0, start - 40), start)
     if m is not None:
         return "rollout", m.group(1)
+    m = EXAMPLES_HEAD.search(line, max(0, start - 60), start)
+    if m is not None:
+        return "examples", m.group(1)
     counters = list(STEP_COUNTER.finditer(line, max(0, start - 200), start))
     return ("step", counters[-1].group(1)) if counters else None
 
@@ -242,6 +252,11 @@ class PythonDicts:
                 step = self.rollout
             else:
                 step = cols.step_text(digits)
+                if word == "examples" and "steps" not in cols.facts:
+                    cols.facts["steps"] = (
+                        "HALOs' count of examples seen (`train stats after N examples:`, "
+                        "`eval after N:`)"
+                    )
         digits = swift_step(d.get(SWIFT_STEP)) if step is None else None
         if digits is not None:  # ms-swift's console: its progress "N/M" is the step
             step = cols.step_text(digits)
@@ -800,6 +815,9 @@ HEAD_STEP = re.compile(
 )
 # slime's console: `rollout 3: {...}`, `perf 3: {...}`, `eval 3: {...}` right before a dict
 ROLLOUT_HEAD = re.compile(r"(?<![\w/])(?:rollout|perf|eval) (\d{1,12}): ?$")
+# HALOs' console: `train stats after 64 examples: {...}`, `eval after 4000: {...}` (the examples
+# seen so far count its logs)
+EXAMPLES_HEAD = re.compile(r"(?<![\w/])(?:train stats|eval) after (\d{1,15})(?: examples)?: ?$")
 COUNTERS = (
     # (120/9751) -- a step out of the total, after an epoch counter
     re.compile(r"\((\d+)\s*/\s*\d+\)"),
