@@ -10,7 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from rlwatch.cli.app import app
 from rlwatch.errors import SourceError
 from rlwatch.sources import discover, load, logs
 
@@ -160,6 +162,26 @@ def test_a_notebook_with_an_sft_stage_then_grpo_reads_the_grpo_table(tmp_path: P
     assert any(
         "an earlier progress table (Step | Training Loss; 29 rows)" in w for w in info.warnings
     )
+
+
+def test_a_notebook_reads_the_training_its_last_table_continues(tmp_path: Path) -> None:
+    """Tables with the last one's columns are one training when each goes on after the steps of
+    the one before (resumed from a checkpoint in another cell); a table whose steps the next one
+    starts again is an earlier training (a 10-step smoke test before the real run): not read,
+    and said, so its lucky early rewards are no best level the run falls from."""
+    smoke = [[str(s), "0.0", "0.5", "0.5", "90", "0.0", "0.0", "0.2"] for s in range(1, 11)]
+    run = [[str(s), "0.0", "0.2", "0.5", "90", "0.0", "0.0", "0.1"] for s in range(5, 205, 5)]
+    resumed = [[str(s), "0.0", "0.2", "0.5", "90", "0.0", "0.0", "0.1"] for s in range(205, 305, 5)]
+    p = tmp_path / "grpo_training.ipynb"
+    p.write_text(_notebook(*(_html_table(GRPO_COLUMNS, rows) for rows in (smoke, run, resumed))))
+    frame = load(str(p))
+    (info,) = frame.runs.values()
+    assert frame.steps(info.name) == (60, 5, 300)
+    assert _values(frame, "reward_mean") == pytest.approx([0.2] * 60)
+    (note,) = [w for w in info.warnings if "earlier progress table" in w]
+    assert "10 rows) whose steps a later table's start again: an earlier training" in note
+    res = CliRunner().invoke(app, ["diagnose", str(p)])
+    assert res.exit_code == 0, res.output
 
 
 def test_a_notebook_whose_table_comes_after_megabytes_of_images_is_read(tmp_path: Path) -> None:

@@ -702,23 +702,42 @@ def notebook_tables(text: str, own: bool = False) -> list[list[list[str]]]:
 
 def notebook_rows(text: str, skipped: list[str] | None = None) -> list[list[str]]:
     """Header + rows of the run's progress table: the last one, and the earlier ones with the
-    same columns (a training resumed in another cell). A table with other columns is an
-    earlier stage (an SFT warm-up before GRPO): left out, and said in `skipped`."""
+    same columns that it continues (a training resumed in another cell: its steps go on after
+    theirs). A table with other columns is an earlier stage (an SFT warm-up before GRPO), and
+    one whose steps the next table's start again is an earlier training (a smoke test, a
+    snapshot of the same training drawn again): left out, and said in `skipped`."""
     tables = notebook_tables(text) or notebook_tables(text, own=True)
     if not tables:
         return []
     header = tables[-1][0]
-    out = [header]
-    for t in tables:
-        if t[0] == header:
-            out += t[1:]
-        elif skipped is not None:
-            more = " ..." if len(t[0]) > 4 else ""
-            skipped.append(
-                f"an earlier progress table ({' | '.join(t[0][:4])}{more}; {len(t) - 1} rows)"
-                " with other columns than the last one: another training stage, not read"
-            )
-    return out
+    at = _step_column(header) or 0
+
+    def step(row: list[str]) -> float:
+        try:
+            return float(row[at])
+        except (ValueError, IndexError):
+            return math.nan
+
+    kept = [tables[-1]]
+    notes: list[str] = []
+    restarted = False
+    for t in reversed(tables[:-1]):
+        more = " ..." if len(t[0]) > 4 else ""
+        if t[0] != header:
+            why = "with other columns than the last one: another training stage"
+        elif restarted or not (len(t) > 1 and len(kept[0]) > 1 and step(t[-1]) < step(kept[0][1])):
+            restarted = True  # the tables before a training that starts again are not its
+            why = "whose steps a later table's start again: an earlier training"
+        else:
+            kept.insert(0, t)
+            continue
+        notes.append(
+            f"an earlier progress table ({' | '.join(t[0][:4])}{more}; {len(t) - 1} rows) {why},"
+            " not read"
+        )
+    if skipped is not None:
+        skipped += reversed(notes)
+    return [header, *(r for t in kept for r in t[1:])]
 
 
 def column_key(name: str) -> str:
