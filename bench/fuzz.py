@@ -80,6 +80,10 @@ KINDS = [
     "curves_json",
     "curve_sweep",
     "readme_table",
+    "torch_reprs",
+    "header_pairs",
+    "halos",
+    "nb_restart",
     "rules",
     "config",
     "pyproject",
@@ -450,6 +454,38 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
         for seed in (0, 1, 7)
     )
     seeds["curve_sweep"] = ("per_seed_metrics.jsonl", sweep.encode())
+    # printed dicts of torch's and JAX's scalars with their keyword arguments
+    reprs = "".join(
+        f"{{'step': {s}, 'loss': tensor({s / 100}, device='cuda:0', grad_fn=<AddBackward0>), "
+        f"'reward': Array({s / 50}, dtype=float32), 'kl': np.float64({s / 1000})}}\n"
+        for s in range(1, steps + 1)
+    )
+    seeds["torch_reprs"] = ("loop.log", reprs.encode())
+    # a header line, then the step's pairs on one line behind a logging prefix
+    pairs = "".join(
+        f"=== Step {s} ===\n2026-01-02 03:04:05,678 - train - INFO - loss: {s / 100}, "
+        f"reward: {s / 50}, token_entropy: {1 - s / 100}\n"
+        for s in range(1, steps + 1)
+    )
+    seeds["header_pairs"] = ("train.log", pairs.encode())
+    # ContextualAI HALOs' console: its examples seen count the logs, values as strings
+    halos = "".join(
+        f"train stats after {64 * s} examples: {{'rewards_train/chosen': '{-s / 100:.5g}', "
+        f"'logps_train/chosen': '{-44 - s:.5g}', 'loss/train': '0.69', 'grad_norm': '3', "
+        f"'counters/examples': {64 * s}, 'counters/updates': {4 * s}}}\n"
+        + (f"eval after {64 * s}: {{'loss/eval': '0.7'}}\n" if s % 5 == 0 else "")
+        for s in range(1, steps + 1)
+    )
+    seeds["halos"] = ("halos_train_dpo_log.txt", halos.encode())
+    # a notebook: a smoke test's table, then the run's, whose steps start again
+    smoke = html.replace("</tbody>", "").split("<tbody>")[0] + "<tbody>" + body[:400] + "</tbody>"
+    nb = {
+        "cells": [
+            {"cell_type": "code", "outputs": [{"data": {"text/html": [part]}}]}
+            for part in (smoke + "</table>", html)
+        ]
+    }
+    seeds["nb_restart"] = ("grpo_training.ipynb", json.dumps(nb).encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])
