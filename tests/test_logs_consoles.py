@@ -391,3 +391,32 @@ def test_a_consoles_rich_table_of_each_steps_metrics(tmp_path: Path) -> None:
     assert sorted(s for k, s in rows if k == "mean_reward") == list(range(12))
     assert rows[("mean_reward", 10)] == 0.5 and rows[("loss:sum", 3)] == 7488.6
     assert not any(k.lower() in ("metric", "value") for k, _ in rows)
+
+
+def _cr_only_capture(steps: range) -> str:
+    """A console captured with carriage returns alone (HF Jobs' log of a TRL run): tqdm's
+    redraws, its cursor-up codes and the printed dicts, never a newline; a dict is sometimes
+    drawn right after a bar (no clearing redraw between them)."""
+    out = [f"\r  0%|          | 0/{steps[-1]} [00:00<?, ?it/s]\x1b[A"]
+    for s in steps:
+        d = {"loss": round(0.5 - s / 1000, 4), "reward": s / 100, "epoch": round(s / 100, 2)}
+        out.append(f"\r {s}%|#         | {s}/{steps[-1]} [00:{s:02d}<00:30, 1.2s/it]\x1b[A")
+        out.append("" if s % 3 == 0 else "\r" + " " * 47 + "\r\x1b[A")  # glued on every third
+        out.append(repr(d) + f"\r {s}%|#         | {s}/{steps[-1]} [00:{s:02d}<00:30, 1.2s/it]")
+        out.append("\x1b[A")
+    return "".join(out) + "\r100%|##########| done"  # the last redraw, still being drawn
+
+
+def test_a_console_of_carriage_returns_alone_is_read_redraw_by_redraw(tmp_path: Path) -> None:
+    """Every dict of a capture without a newline is read, at the count of the bar redrawn
+    after it (before, the whole file was one unfinished line: nothing was read); what follows
+    the last carriage return is the one record still being drawn. `tail` reads it alike."""
+    text = _cr_only_capture(range(1, 41))
+    assert "\n" not in text
+    f = tmp_path / "job.log"
+    f.write_text(text, newline="")
+    rows = _rows(logs.load_file(f))
+    assert sorted({s for k, s in rows if k == "reward"}) == list(range(1, 41))
+    assert all(rows[("reward", s)] == s / 100 for s in range(1, 41))
+    followed = followed_rows(tmp_path, "k.log", [text], [64, 512, 4096], seed=5)
+    assert followed == rows

@@ -436,7 +436,8 @@ def _read_into(
             _read_document(p, fmt, cols, warnings, run)
         else:
             parser = _line_parser(fmt, cols, run, p.name)
-            bars = isinstance(parser, _text.KeyValues)  # a bar's redraw is a record
+            # a bar's redraw is a record
+            bars = isinstance(parser, (_text.KeyValues, _text.PythonDicts))
             blocks = Blocks(p, binary=isinstance(parser, _json.JsonLines), cr=bars)
             if isinstance(parser, _json.JsonLines):
                 blocks = _read_json_lines(p, parser, blocks)
@@ -652,7 +653,7 @@ class Follower:
             from rlwatch.sources._filetail import FileTail
 
             # by inode and name: rotation, copytruncate, ...; a bar's redraw is a record
-            self.tail = FileTail(self.path, cr=self.fmt == "kv-pairs")
+            self.tail = FileTail(self.path, cr=self.fmt in ("kv-pairs", "python-dicts"))
         for text in self.tail.blocks():
             self.parser.feed(text, self.lineno)
             self.lineno += text.count("\n")

@@ -149,6 +149,7 @@ class PythonDicts:
         self.bar_steps: bool | None = None  # decided by the first step-less dict
         self.last_bar_step = 0
         self.bar_total = 0  # the training bar's total (max_steps)
+        self.after_cr = False  # the last block ended on a carriage return
         self.pending: list[str] | None = None  # the lines so far of a dict wrapped over lines
         self.pending_size = 0
         self.tentative = False  # the pending text is only the opening `{'lo` of a line's end
@@ -158,14 +159,42 @@ class PythonDicts:
             return
         if "\x1b" in text:
             text = ANSI.sub("", text)
-        text = self.nb.split(text)
-        for line in lines(text):
-            if self.held is not None:
+        for line in self._records(self.nb.split(text)):
+            if self.held is not None and (line.strip() or not line.startswith("\r")):
+                # (a blank redraw, the bar cleared, is not the line that gives its step)
                 self._place(bar_counter(line))
             if self.pending is not None:
                 self._more(line)
             elif "{" in line:
                 self._line(line)
+
+    def _records(self, text: str) -> Iterator[str]:
+        """The lines of a block; a line holding more than one printed dict (a capture whose
+        progress bar and logs are joined by carriage returns alone, HF Jobs' console) is read
+        redraw by redraw, each after its carriage return as a redraw starts (`bar_counter`).
+        A block may end on a carriage return (the reader cuts blocks there too): what follows
+        it in the next block is a redraw."""
+        parts = text.split("\n")
+        rest = parts.pop()  # after the last newline: redraws, each ended by a carriage return
+        after_cr, self.after_cr = self.after_cr, text.endswith("\r")
+        for i, line in enumerate(parts):
+            if i == 0 and after_cr:
+                line = "\r" + line
+            if line.count("{'") < 2 or "\r" not in line:
+                yield line
+                continue
+            yield from self._redrawn(line)
+        if rest:
+            yield from self._redrawn(("\r" if after_cr and not parts else "") + rest, cut=True)
+
+    @staticmethod
+    def _redrawn(line: str, cut: bool = False) -> Iterator[str]:
+        segs = line.split("\r")
+        if cut:
+            segs.pop()  # after the block's last carriage return: nothing (the block ends there)
+        for j, seg in enumerate(segs):
+            if seg:
+                yield "\r" + seg if j else seg
 
     def _line(self, line: str) -> None:
         """A line outside any dict: a whole dict, the start of a wrapped one, or neither."""
