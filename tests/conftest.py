@@ -169,7 +169,7 @@ def mlflow_service(tmp_path_factory: pytest.TempPathFactory):
         stderr=subprocess.STDOUT,
     )
     uri = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
+    deadline = time.time() + 240  # ~17 s on an idle machine; minutes on an overloaded one
     while True:
         try:
             urllib.request.urlopen(f"{uri}/health", timeout=1)
