@@ -184,6 +184,37 @@ def test_a_notebook_reads_the_training_its_last_table_continues(tmp_path: Path) 
     assert res.exit_code == 0, res.output
 
 
+def test_a_loss_only_table_beside_a_callbacks_printed_logs_reads_the_logs(
+    tmp_path: Path,
+) -> None:
+    """transformers' table of `Step | Training Loss` alone, in a notebook whose callback prints
+    every metric of each step (`[Step 12] loss=0.0001 ... completions/clipped_ratio=1.0000
+    ...`): the printed logs are the run (before, only its loss was read, and a run truncated
+    on every step passed); a table with more columns stays the run."""
+    table = _html_table(["Step", "Training Loss"], [[str(s), "0.000100"] for s in range(1, 41)])
+    printed = [
+        f"[Step {s}] loss=0.0001 grad_norm=0.0012 completions/mean_length=1024.0000 "
+        f"completions/clipped_ratio=1.0000 reward=0.3000 reward_std=0.0000 kl=0.0012\n"
+        for s in range(1, 41)
+    ]
+    nb = json.loads(_notebook(table))
+    nb["cells"][0]["outputs"].insert(
+        0, {"output_type": "stream", "name": "stdout", "text": printed}
+    )
+    p = tmp_path / "grpo_train.ipynb"
+    p.write_text(json.dumps(nb, indent=1))
+    assert logs.sniff(p) == "kv-pairs"
+    frame = load(str(p))
+    (info,) = frame.runs.values()
+    assert info.metrics["truncation_rate"] == "completions/clipped_ratio"
+    assert frame.steps(info.name) == (40, 1, 40)
+    res = CliRunner().invoke(app, ["diagnose", str(p)])
+    assert res.exit_code == 1 and "LN02" in res.output, res.output
+    q = tmp_path / "grpo.ipynb"  # the table of every metric is read as before
+    q.write_text(_notebook(_html_table(GRPO_COLUMNS, _grpo_rows(12))))
+    assert logs.sniff(q) == "notebook-table"
+
+
 def test_a_notebook_whose_table_comes_after_megabytes_of_images_is_read(tmp_path: Path) -> None:
     """A vision notebook saves its sample images (base64 PNG) before the training table: the
     table is found past the first 256 KiB a sniff reads (a cookbook notebook's lies at 3.4 MB),

@@ -220,6 +220,14 @@ def _sniff(path: Path, head: str) -> str:
         and (path.suffix in (".html", ".md", ".ipynb") or "<th" in head or "Training Loss" in head)
         and _text.sniff_notebook(head, own=path.suffix in (".md", ".html"))
     ):
+        if _text.loss_only_table(head):
+            # a table of the loss alone beside the run's printed logs (a callback printing
+            # every metric): the logs are the run
+            other = _sniff_lines(lines, head)
+            if other is None and _text.sniff_kv(_steppy_lines(head)):
+                other = "kv-pairs"
+            if other is not None:
+                return other
         return "notebook-table"
     if path.suffix in (".csv", ".tsv", ".txt") and _text.sniff_csv(lines[:6]):
         return "csv"

@@ -729,6 +729,13 @@ def notebook_tables(text: str, own: bool = False) -> list[list[list[str]]]:
     return tables
 
 
+def loss_only_table(text: str) -> bool:
+    """Whether the last progress table in `text` shows the training loss alone (`Step |
+    Training Loss`: transformers' table of a trainer that logs nothing else to it)."""
+    tables = notebook_tables(text)
+    return bool(tables) and [h.strip() for h in tables[-1][0]] == ["Step", "Training Loss"]
+
+
 def notebook_rows(text: str, skipped: list[str] | None = None) -> list[list[str]]:
     """Header + rows of the run's progress table: the last one, and the earlier ones with the
     same columns that it continues (a training resumed in another cell: its steps go on after
