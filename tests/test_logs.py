@@ -295,24 +295,25 @@ def test_printed_dicts_of_torch_and_numpy_scalars_with_their_keyword_arguments(
     assert rows[("loss", 3)] == 1.5 and rows[("grad_norm", 7)] == 7.5
     assert rows[("kl", 20)] == 0.2 and rows[("reward", 16)] == 0.75
     assert {t for t, _ in rows} == {"loss", "reward", "kl", "grad_norm"}
-    v = tmp_path / "verl.log"
-    v.write_text(
-        "".join(
+
+    def read(name: str, line) -> dict[tuple[str, int], float]:
+        (tmp_path / name).write_text("".join(map(line, range(1, 8))))
+        return {(r.tag, r.step): r.value for r in logs.load_file(tmp_path / name).data.itertuples()}
+
+    rows = read(
+        "verl.log",
+        lambda s: (
             f"step:{s} - actor/grad_norm:tensor({s}.25, device='cuda:0') - "
             f"critic/score/mean:np.float64(0.{s}) - actor/entropy:0.5\n"
-            for s in range(1, 8)
-        )
+        ),
     )
-    rows = {(r.tag, r.step): r.value for r in logs.load_file(v).data.itertuples()}
     assert rows[("actor/grad_norm", 3)] == 3.25 and rows[("critic/score/mean", 7)] == 0.7
-    kv = tmp_path / "loop.log"  # `name: value` pairs after a step counter, a JAX 0-d array
-    kv.write_text(
-        "".join(
+    rows = read(  # `name: value` pairs after a step counter, a JAX 0-d array
+        "loop.log",
+        lambda s: (
             f"Step {s} | loss: tensor({s}.5, device='cuda:0', grad_fn=<AddBackward0>) | "
             f"reward: 0.{s} | kl: Array(0.0{s}, dtype=float32)\n"
-            for s in range(1, 8)
-        )
+        ),
     )
-    rows = {(r.tag, r.step): r.value for r in logs.load_file(kv).data.itertuples()}
     assert {t for t, _ in rows} == {"loss", "reward", "kl"}
     assert rows[("loss", 4)] == 4.5 and rows[("kl", 6)] == 0.06
