@@ -156,6 +156,7 @@ class PythonDicts:
 
     def feed(self, text: str, lineno: int = 0) -> None:
         if self.pending is None and self.held is None and "{" not in text:
+            self.after_cr = text.endswith("\r")
             return
         if "\x1b" in text:
             text = ANSI.sub("", text)
