@@ -272,6 +272,13 @@ def _resolve(tags: tuple[str, ...], cat: Catalogue) -> Resolution:
             if hit is not None:
                 _take(res, taken, metric.name, alias, hit)
                 break
+    # a loop that names a metric as rlwatch does (`clip_frac`, `kl_ref`): that metric, when no
+    # alias gave it
+    for metric in cat.metrics:
+        if metric not in res.canonical:
+            hit = next((t for t in m.find(metric) if t not in taken), None)
+            if hit is not None:
+                _take(res, taken, metric, Alias(metric, "custom"), hit)
     # a custom trainer's capitalised name (`Reward: 0.1`, `Mean Reward: 0.06`, `KL: 0.01`): an
     # alias in another case, once every key as written has had its turn (a name that two keys
     # share in different cases says nothing)

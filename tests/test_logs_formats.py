@@ -1105,3 +1105,32 @@ def test_mlx_lm_lora_grpo_reports_are_read_with_their_statistics(tmp_path: Path)
     assert r.exit_code == 1, r.output
     fired = {v["code"] for v in json.loads(r.stdout)["verdicts"] if v["state"] == "firing"}
     assert "LN02" in fired, fired
+
+
+@pytest.mark.parametrize("kind_key", ["split", "log_type"])
+def test_records_that_say_their_kind_keep_it_on_the_block_reader_too(
+    tmp_path: Path, kind_key: str
+) -> None:
+    """A game-playing loop's JSONL (`{"log_type": "train"|"eval", "step", "final_reward",
+    ...}`, one record per game, 25 evaluation games at every 30th step): plain records
+    without a null go to Arrow's block reader, which must still tell the kinds apart. An
+    evaluation's games are `eval/...`, never the training game of their step."""
+    f = tmp_path / "training_metrics.jsonl"
+    with open(f, "w") as out:
+        for step in range(1, 91):
+            rec = {kind_key: "train", "step": step, "word": "CRANE", "solved": step % 3 == 0}
+            out.write(json.dumps(rec | {"final_reward": step / 100, "loss_at_step": 0.5}) + "\n")
+            if step % 30 == 0:
+                for _ in range(25):
+                    ev = {kind_key: "eval", "step": step, "word": "SLATE", "solved": True}
+                    out.write(json.dumps(ev | {"final_reward": 9.0, "loss_at_step": 0.0}) + "\n")
+    assert "null" not in f.read_text()
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    w = frame.wide(info.name)
+    assert list(w.index) == list(range(1, 91))
+    assert w["reward_mean"].loc[30] == 0.3 and w["reward_mean"].loc[90] == 0.9
+    tags = set(frame.data["tag"])
+    assert "eval/final_reward" in tags and kind_key not in tags
+    ev = frame.data[frame.data["tag"] == "eval/final_reward"]
+    assert sorted(ev["step"]) == [30, 60, 90] and set(ev["value"]) == {9.0}

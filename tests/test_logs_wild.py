@@ -7,6 +7,7 @@ DeepSpeed-Chat's step-3 PPO log with its reward on the line after the step."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -678,3 +679,73 @@ def test_counted_lines_printed_by_a_notebooks_own_loop(tmp_path: Path) -> None:
     assert info.source == "kv-pairs" and frame.steps(info.name) == (18, 5, 90)
     assert _values(frame, "kl_ref")[:2] == pytest.approx([0.005, 0.01])
     assert not info.warnings
+
+
+# -- the 28th search: a console saved under no log's name, episodes of a progress bar --------
+PUBLIC = Path(__file__).resolve().parent.parent / "fixtures" / "public"
+
+
+def _halos_line(n: int) -> str:
+    """eric-mitchell's DPO trainer (and HALOs) prints each update's stats as strings."""
+    return (
+        f"train stats after {32 * n} examples: {{'rewards_train/chosen': '-0.0{n}', "
+        f"'rewards_train/margins': '0.0{n}', 'logps_train/chosen': '-31{n}.2', "
+        f"'loss/train': '0.69{n}', 'grad_norm': '1.5', 'counters/examples': {32 * n}, "
+        f"'counters/updates': {n}}}\n"
+    )
+
+
+def test_a_folder_whose_log_has_no_logs_name_is_read_by_its_content(tmp_path: Path) -> None:
+    """A console saved as `out.sh` (or a PBS job's `train.o4711`) is no log by its name; a
+    folder holding nothing else is read by what its files hold, with a note. A script, a
+    configuration or Python source there is never taken for a run, so a folder of them alone
+    is still exit 2."""
+    run = tmp_path / "dpo"
+    run.mkdir()
+    (run / "out.sh").write_text(
+        "size_out=torch.Size([128, 371])\n" * 50 + "".join(_halos_line(n) for n in range(1, 9))
+    )
+    (run / "launch.yaml").write_text("lr: 0.05\nbeta: 0.3\n")
+    found = discover(run)
+    assert [f.address for f in found.runs] == [str(run / "out.sh")]
+    frame = load([str(run)])
+    (info,) = frame.runs.values()
+    assert any("its name is no log's" in n for n in info.warnings + found.runs[0].notes)
+    assert _values(frame, "loss") == pytest.approx([0.691 + i / 1000 for i in range(8)])
+    # code that prints dicts, and a script, are never a run
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("".join(f"# {_halos_line(n)}" for n in range(1, 9)))
+    (code / "run.sh").write_text("#!/bin/bash\npython train.py --lr 1e-5 --max_steps 100\n")
+    with pytest.raises(SourceError, match="no readable logs"):
+        load([str(code)])
+    result = CliRunner().invoke(app, ["diagnose", str(code)])
+    assert result.exit_code == 2 and "rlwatch: error:" in result.output
+
+
+def test_an_episode_bar_counts_its_steps_after_the_episodes_before_it() -> None:
+    """Open-Reasoner-Zero (as OpenRLHF) draws one tqdm bar per episode, `Episode [e/20]:
+    k/13`, and prints each iteration's dict right before the bar's redraw; from the second
+    episode on, tqdm draws the bar a row below (a blank line between). Each dict is step
+    (e - 1) * 13 + k: 50 iterations over 4 episodes, none dropped, no restart. The pairs its
+    loguru messages print before the dict (the rollout's reward, the reward function's
+    truncation share) are that step's."""
+    log = PUBLIC / "orz-ppo-qwen2.5-1.5b-base-binary-v0" / "47145.out"
+    with open(log, newline="") as fh:
+        text = fh.read()
+    found = re.findall(r"orz\.ppo\.trainer:train:\d+ - (\{'policy_loss'.*)", text)
+    dicts = [json.loads(m.replace("'", '"')) for m in found]
+    assert len(dicts) == 50 and "\rEpisode [4/20]" in text and "\n\n\rEpisode [2/20]" in text
+    frame = logs.load_file(log)
+    (info,) = frame.runs.values()
+    assert frame.steps(info.name) == (50, 1, 50)
+    assert not info.restarts and not info.warnings, (info.restarts, info.warnings)
+    entropy = _values(frame, "entropy")
+    assert entropy == pytest.approx([d["entropy"] for d in dicts])
+    # the rollout's loguru message of pairs before each dict is that iteration's: its reward
+    rewards = re.findall(r"make_experience:\d+ - avg_raw_rewards: ([-\d.e]+), avg_kl", text)
+    assert len(rewards) == 50
+    assert _values(frame, "reward_mean") == pytest.approx([float(r) for r in rewards])
+    assert info.framework == "orz" and len(_values(frame, "truncation_rate")) == 50
+    # a message of two pairs, or of names with a `/` (an evaluation's), is no log of a step
+    assert not {"group_0_yes", "math500/accuracy"} & set(frame.data["tag"])

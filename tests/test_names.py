@@ -423,3 +423,33 @@ def test_a_wildcard_alias_finds_exactly_the_tags_its_pattern_matches() -> None:
         for form in names._forms(pattern):
             want += sorted(t for t in tags if fnmatch.fnmatchcase(t, form))
         assert m.find(pattern) == want, pattern
+
+
+def test_a_loop_naming_a_metric_as_rlwatch_does_and_its_other_common_names() -> None:
+    """A loop that writes rlwatch's own names (`clip_frac`, `kl_ref`) means those metrics;
+    the names loops give an episode's reward (`final_reward`, `episode_reward`), a KL
+    (`kl_div`, `mean_kl`), a completion's length and a loss map too. A framework's own key
+    still comes first."""
+    r = names.resolve(["reward_mean", "clip_frac", "kl_ref", "grad_norm", "approx_kl_old"])
+    assert r.framework is None
+    assert r.canonical == {
+        "reward_mean": "reward_mean",
+        "clip_frac": "clip_frac",
+        "kl_ref": "kl_ref",
+        "grad_norm": "grad_norm",
+        "kl_ppo": "approx_kl_old",
+    }
+    loop = names.resolve(["final_reward", "kl_div", "completion_len", "grpo_loss"])
+    assert loop.canonical == {
+        "reward_mean": "final_reward",
+        "kl_ref": "kl_div",
+        "response_length_mean": "completion_len",
+        "loss": "grpo_loss",
+    }
+    assert names.resolve(["episode_reward", "mean_kl"]).canonical == {
+        "reward_mean": "episode_reward",
+        "kl_ref": "mean_kl",
+    }
+    # verl's score is its reward, whatever else the run logs under a loop's name
+    verl = names.resolve(["critic/score/mean", "actor/entropy", "total_reward", "clip_frac"])
+    assert verl.framework == "verl" and verl.canonical["reward_mean"] == "critic/score/mean"

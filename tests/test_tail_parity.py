@@ -32,6 +32,7 @@ METRIC_FILES = (
     ".html",
     ".swanlab",  # a SwanLab run's record file (appended as it trains)
     ".db",  # a trackio project (SQLite: rewritten in place, given whole below)
+    "out.sh",  # a console saved under a script's name (read by its content)
 )
 
 

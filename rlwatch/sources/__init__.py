@@ -279,6 +279,46 @@ def _readme_tables(path: Path, root: str, root_name: str, log_format: str | None
     return found
 
 
+# a folder with no log by name: its other files are sniffed, at most this many, never code or
+# configuration (a script's printed example is no run) nor a file with a NUL in its head
+UNNAMED_MAX = 200
+NOT_LOGS = re.compile(
+    r"\.(?:py|pyx|c|cc|cpp|cu|h|hpp|rs|go|js|ts|java|yaml|yml|toml|cfg|"
+    r"ini|lock|gitignore|sql|r|jl|lua|pdf|png|jpe?g|gif|svg|zip|gz|tgz|bz2|xz|zst|tar|pt|pth|"
+    r"bin|safetensors|pkl|npy|npz|parquet|arrow|h5)$",
+    re.IGNORECASE,
+)
+
+
+def _unnamed_logs(path: Path, root: str, root_name: str) -> list[Found]:
+    """The files below a folder that holds no run whose names are no log's but whose content
+    is one, sniffed (a job's output saved as `job.o4711`, a console kept as `out.sh`); each
+    with a note. Asked only when the walk found nothing, so a folder of logs pays nothing."""
+    found = []
+    seen = 0
+    for f in sorted(itertools.islice(path.rglob("*"), 5000)):
+        if seen >= UNNAMED_MAX:
+            break
+        rel = f.relative_to(path).parts
+        if any(part.startswith(".") for part in rel) or NOT_LOGS.search(f.name):
+            continue
+        if not f.is_file() or _looks_like_run(f):
+            continue
+        seen += 1
+        try:
+            with open(f, "rb") as fh:
+                if b"\0" in fh.read(8192):
+                    continue
+        except OSError:
+            continue
+        if _log_candidate(f, None)[1] is not None:
+            continue
+        run = Found(_rel(str(f.with_suffix("")), root, root_name), "log", [f], str(f))
+        run.notes.append(f"read {f.name}: its name is no log's, its content is one")
+        found.append(run)
+    return found
+
+
 def _log_candidate(path: Path, log_format: str | None) -> tuple[bool, str | None]:
     """(is a run, the reason it cannot be read) for a log-suffixed file below a folder."""
     from rlwatch.sources import logs
@@ -478,6 +518,8 @@ def discover(target: str | os.PathLike[str], log_format: str | None = None) -> D
         out.runs.append(found)
     if not out.runs:
         out.runs = _readme_tables(path, root, root_name, log_format)
+    if not out.runs and not out.skipped and log_format is None:
+        out.runs = _unnamed_logs(path, root, root_name)
     out.runs = each_run(out.runs)
     # a run named like another (a folder that is also a log file name) gets its kind added
     names: dict[str, int] = {}

@@ -46,7 +46,7 @@ OWN_STEP = re.compile(
 )
 # a record's kind, written as a string field (`{"type": "eval", ...}`); an evaluation's keys
 # are named `eval/<key>` so they never overwrite the training's same-named keys of its step
-KIND_KEYS = ("type", "split", "phase", "stage", "kind", "mode")
+KIND_KEYS = ("type", "split", "phase", "stage", "kind", "mode", "log_type")
 # the one object beside a JSONL record's step that holds its values (a logger's own wrapper)
 WRAPPERS = ("metrics", "data", "scalars", "logs", "values", "stats")
 EVAL_KINDS = ("eval", "val", "test")
@@ -322,6 +322,8 @@ class JsonLines:
             key = next((k for k in STEP_KEYS if k in names), None)
             if key is None:
                 return False
+            if any(pa.types.is_string(table[k].type) for k in KIND_KEYS if k in names):
+                return False  # records that say their kind (`"split": "eval"`): one by one
             step_col = table.column(key)
             rest = [n for n in names if n not in STEP_KEYS and n not in self.drop]
             wrapped = [n for n in rest if n in WRAPPERS and pa.types.is_struct(table[n].type)]

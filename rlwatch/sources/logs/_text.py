@@ -99,6 +99,15 @@ def _open_tail(line: str) -> re.Match[str] | None:
 
 
 EVAL_PREFIXES = ("eval_", "test_")
+# a loguru message of three or more `name: number` pairs between the printed dicts
+# (Open-Reasoner-Zero's `... | orz.ppo.trainer:make_experience:317 - avg_raw_rewards: 0.41,
+# avg_kl: 0.0, avg_response_length: 182.1`): the step's too, read with its next dict
+_PAIR_NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)"
+LOGURU_PAIRS = re.compile(
+    rf"[\w.<>]{{1,200}}:\d{{1,6}} - ((?:[A-Za-z_]\w{{0,80}}: ?{_PAIR_NUM}, ?){{2,64}}"
+    rf"[A-Za-z_]\w{{0,80}}: ?{_PAIR_NUM})[ \t]*$"
+)
+LOGURU_HINT = re.compile(r":\d{1,6} - [A-Za-z_]\w{0,80}: ?[-+\d.]")
 # tqdm's bar as transformers' ProgressCallback draws it: `  5%|▌         | 10/200 [00:00<...`
 BAR_COUNTER = re.compile(r"\| {0,4}(\d{1,12})/(\d{1,12}) \[")
 
@@ -108,13 +117,22 @@ def bar_counter(line: str) -> tuple[int, int] | None:
     segment), or None. ``tqdm.write`` -- how ProgressCallback prints a log -- clears the bar,
     prints the dict and redraws the bar at once with its current count: the global step of
     that log (the bar drawn before the dict may lag, tqdm refreshes it at most ten times a
-    second)."""
+    second). A bar of one episode (OpenRLHF's `Episode [2/20]:  8%|.| 1/13 [`) counts within
+    it: the step is after the episodes before it, 14 here, out of all episodes' 260."""
     if not line.startswith("\r"):  # a redraw starts with a carriage return; a line of a
         return None  # file written line by line (or a terminal capture) is not one
     seg = line.lstrip("\r")
     cut = seg.find("\r")
     m = BAR_COUNTER.search(seg, 0, cut if cut >= 0 else min(len(seg), 300))
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    if m is None:
+        return None
+    count, total = int(m.group(1)), int(m.group(2))
+    e = EPISODE.search(seg, 0, m.start())
+    if e is not None and len(e.group(1)) < 7:
+        episodes = int(e.group(0).rsplit("/", 1)[1])
+        if 1 <= int(e.group(1)) <= episodes:
+            return (int(e.group(1)) - 1) * total + count, total * episodes
+    return count, total
 
 
 class PythonDicts:
@@ -144,6 +162,7 @@ class PythonDicts:
         self.offset = 0  # rows a follower has handed out and cleared from `cols`
         # a dict without a step waits for the next line: tqdm's redrawn bar gives its step
         self.held: dict[str, Any] | None = None
+        self.extras: dict[str, float] = {}  # loguru pairs (LOGURU_PAIRS) waiting for a dict
         self.nb = Output()
         self.rollout: int | None = None  # slime's rollout id, once a `rollout N: {...}` is seen
         self.bar_steps: bool | None = None  # decided by the first step-less dict
@@ -155,19 +174,29 @@ class PythonDicts:
         self.tentative = False  # the pending text is only the opening `{'lo` of a line's end
 
     def feed(self, text: str, lineno: int = 0) -> None:
-        if self.pending is None and self.held is None and "{" not in text:
+        if (
+            self.pending is None
+            and self.held is None
+            and "{" not in text
+            and not LOGURU_HINT.search(text)
+        ):
             self.after_cr = text.endswith("\r")
             return
         if "\x1b" in text:
             text = ANSI.sub("", text)
         for line in self._records(self.nb.split(text)):
-            if self.held is not None and (line.strip() or not line.startswith("\r")):
-                # (a blank redraw, the bar cleared, is not the line that gives its step)
+            if self.held is not None and line.strip():
+                # (a blank redraw, the bar cleared, is not the line that gives its step; nor
+                # a blank line, tqdm's cursor moved down to a bar at another position)
                 self._place(bar_counter(line))
             if self.pending is not None:
                 self._more(line)
             elif "{" in line:
                 self._line(line)
+            elif " - " in line and (m := LOGURU_PAIRS.search(line)) is not None:
+                for item in m.group(1).split(","):
+                    k, _, v = item.partition(":")
+                    self.extras[k.strip()] = float(v)
 
     def _records(self, text: str) -> Iterator[str]:
         """The lines of a block; a line holding more than one printed dict (a capture whose
@@ -269,6 +298,8 @@ class PythonDicts:
         if not any(_numberish(v) for k, v in d.items() if k != "step"):
             cols.skip("printed dicts without a number")
             return
+        if self.extras and not _eval_only(d):  # the pairs printed since the last dict
+            d, self.extras = {**self.extras, **d}, {}
         step = cols.step(d["step"]) if _int_like(d.get("step")) else None
         if step is None and counter is not None:  # `step 120 {...}`: the line's own counter
             word, digits = counter
