@@ -551,6 +551,17 @@ class Spike(Node):
     'ok'
     >>> state(when, grad_norm="0.5 0.001 0.4 0.002 0.001 0.6 0.001 0.002 0.5 0.001 0.001 9")
     'firing'
+
+    `wide_window: n`: nor is a level the last n logs reached on a tenth of them (their
+    `wide_quantile`, 0.9) a spike: after a stretch of idle batches longer than the window, the
+    working level the run keeps coming back to stays what it is.
+
+    >>> grad = "1.2 0.01 0.01 1.3 0.01 0.01 1.1 0.01x7 1.4"
+    >>> state("spike: {metric: grad_norm, factor: 10, window: 5, quantile: 0.75}", grad_norm=grad)
+    'firing'
+    >>> when = "spike: {metric: grad_norm, factor: 10, window: 5, quantile: 0.75, wide_window: 30}"
+    >>> state(when, grad_norm=grad), state(when, grad_norm="0.5x20 0.01x7 9")
+    ('ok', 'firing')
     """
 
     metric: str = param("metric", doc="the metric watched")
@@ -563,14 +574,22 @@ class Spike(Node):
     quantile: float = param(
         "num", 0.5, low=0.0, high=1.0, doc="the window's quantile taken as baseline"
     )
+    wide_window: int | None = param(
+        "int", doc="also no spike: below factor x this many logs' wide_quantile", per_log=3
+    )
+    wide_quantile: float = param(
+        "num", 0.9, low=0.0, high=1.0, doc="the wide window's quantile (a level seen often)"
+    )
 
     def check(self) -> tuple[str, str] | None:
         if self.min_periods > self.window:
             return "", "min_periods must not exceed window"
+        if self.wide_window is not None and self.wide_window < self.window:
+            return "", "wide_window must not be shorter than window"
         return None
 
     def lookback(self) -> int | None:
-        return self.window
+        return self.window if self.wide_window is None else self.wide_window
 
     def signal(self, ctx: Context) -> Signal:
         metric, window, min_periods = self.metric, self.window, self.min_periods
@@ -582,6 +601,14 @@ class Spike(Node):
             s,
             lambda x: _prior_quantile(x, window, min_periods, q),
         )
+        if self.wide_window is not None and self.factor is not None:
+            wide, wq = self.wide_window, self.wide_quantile
+            seen = ctx.per_metric(
+                ("prior_quantile", metric, wide, min_periods, wq),
+                s,
+                lambda x: _prior_quantile(x, wide, min_periods, wq),
+            )
+            base = np.where(np.isnan(base), base, np.fmax(base, seen))
         delta = v - base
         has = ~np.isnan(base)
         sigma = ctx.prior_sigma(metric, s, window, min_periods)
