@@ -102,12 +102,11 @@ EVAL_PREFIXES = ("eval_", "test_")
 # a loguru message of three or more `name: number` pairs between the printed dicts
 # (Open-Reasoner-Zero's `... | orz.ppo.trainer:make_experience:317 - avg_raw_rewards: 0.41,
 # avg_kl: 0.0, avg_response_length: 182.1`): the step's too, read with its next dict
-_PAIR_NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)"
+_PAIR_NUM = r"(?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf))"
+LOGURU_HINT = re.compile(r":\d{1,6} - (?=[A-Za-z_]\w{0,80}: ?[-+\d.ni])")
 LOGURU_PAIRS = re.compile(
-    rf"[\w.<>]{{1,200}}:\d{{1,6}} - ((?:[A-Za-z_]\w{{0,80}}: ?{_PAIR_NUM}, ?){{2,64}}"
-    rf"[A-Za-z_]\w{{0,80}}: ?{_PAIR_NUM})[ \t]*$"
+    rf"((?:[A-Za-z_]\w{{0,80}}: ?{_PAIR_NUM}, ?){{2,64}}[A-Za-z_]\w{{0,80}}: ?{_PAIR_NUM})[ \t]*$"
 )
-LOGURU_HINT = re.compile(r":\d{1,6} - [A-Za-z_]\w{0,80}: ?[-+\d.]")
 # tqdm's bar as transformers' ProgressCallback draws it: `  5%|▌         | 10/200 [00:00<...`
 BAR_COUNTER = re.compile(r"\| {0,4}(\d{1,12})/(\d{1,12}) \[")
 
@@ -193,8 +192,9 @@ class PythonDicts:
                 self._more(line)
             elif "{" in line:
                 self._line(line)
-            elif " - " in line and (m := LOGURU_PAIRS.search(line)) is not None:
-                for item in m.group(1).split(","):
+            elif " - " in line and (at := LOGURU_HINT.search(line)) is not None:
+                m = LOGURU_PAIRS.match(line, at.end())
+                for item in m.group(1).split(",") if m is not None else ():
                     k, _, v = item.partition(":")
                     self.extras[k.strip()] = float(v)
 
