@@ -453,3 +453,19 @@ def test_a_loop_naming_a_metric_as_rlwatch_does_and_its_other_common_names() -> 
     # verl's score is its reward, whatever else the run logs under a loop's name
     verl = names.resolve(["critic/score/mean", "actor/entropy", "total_reward", "clip_frac"])
     assert verl.framework == "verl" and verl.canonical["reward_mean"] == "critic/score/mean"
+
+
+def test_a_dpo_loops_accuracy_and_margin_beside_its_dpo_loss_are_the_policys() -> None:
+    """The Tinker cookbook's DPO logs `dpo_loss`, `accuracy`, `margin`, `chosen_reward` and
+    `rejected_reward`: the accuracy and margin of the policy's implicit rewards, not a reward
+    model's (TRL's RewardTrainer logs `accuracy` and `margin` without a DPO loss)."""
+    dpo = names.resolve(
+        ["dpo_loss", "accuracy", "margin", "chosen_reward", "rejected_reward", "learning_rate"]
+    )
+    assert dpo.canonical["dpo_accuracy"] == "accuracy"
+    assert dpo.canonical["dpo_margin"] == "margin"
+    assert dpo.canonical["loss"] == "dpo_loss"
+    assert "rm_accuracy" not in dpo.canonical and "rm_margin" not in dpo.canonical
+    rm = names.resolve(["loss", "accuracy", "margin", "learning_rate", "grad_norm"])
+    assert rm.canonical["rm_accuracy"] == "accuracy" and rm.canonical["rm_margin"] == "margin"
+    assert "dpo_accuracy" not in rm.canonical and "dpo_margin" not in rm.canonical
