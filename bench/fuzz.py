@@ -86,6 +86,7 @@ KINDS = [
     "nb_restart",
     "nb_cells",
     "mlx_report",
+    "orz_console",
     "rules",
     "config",
     "pyproject",
@@ -515,6 +516,23 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
         for line in report
     ]
     seeds["mlx_report"] = ("grpo.log", ("\n".join(mlx) + "\n").encode())
+    # Open-Reasoner-Zero's Slurm output: loguru messages of pairs, a printed dict, then the
+    # redraw of an episode's bar (one row below from the second episode on)
+    orz = []
+    for s in range(1, steps + 1):
+        ep, k = (s - 1) // 5 + 1, (s - 1) % 5 + 1
+        orz.append(
+            f"2025-07-21 14:34:04.556 | INFO | orz.ppo.trainer:make_experience:317 - "
+            f"avg_raw_rewards: {s / 100}, avg_kl: 0.0, avg_response_length: {100 + s}\n"
+        )
+        orz.append(
+            f"2025-07-21 14:35:23.916 | INFO | orz.ppo.trainer:train:173 - "
+            f"{{'policy_loss': {0.01 * s}, 'entropy': 1.8, 'kl': 0.0}}\n"
+        )
+        orz.append(
+            ("\n" if ep > 1 else "") + f"\rEpisode [{ep}/9]: {20 * k}%|##| {k}/5 [00:01<00:04]"
+        )
+    seeds["orz_console"] = ("47145.out", "".join(orz).encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])

@@ -1031,23 +1031,27 @@ class ArrowTail:
             if end <= 0:
                 return
             self.end = end
-            self.found = plain_region(data, end, self.fmt)
+            found = plain_region(data, end, self.fmt)
+            del data
+            if found is None:
+                return
+            # the rows built here too, while the head is still being read
+            nlines, names, steps, arrays = found
+            values = np.empty((nlines, len(names)), np.float64)
+            for j, arr in enumerate(arrays):
+                values[:, j] = arr.to_numpy()  # int64 -> float64: correctly rounded
+            del arrays, found
+            # no NaN/inf (Arrow reads NaN/Infinity tokens) and no -0.0 (`-0`: orjson int 0)
+            if not np.isfinite(values).all() or np.signbit(values[values == 0]).any():
+                return
+            self.found = Region(self.start, self.start + end, nlines, names, steps, values)
         except Exception:  # any doubt: the tail is read line by line
             self.found = None
 
     def result(self) -> Region | None:
         self.thread.join()
-        if self.found is None:
-            return None
-        nlines, names, steps, arrays = self.found
-        self.found = None
-        values = np.empty((nlines, len(names)), np.float64)
-        for j, arr in enumerate(arrays):
-            values[:, j] = arr.to_numpy()  # int64 -> float64: correctly rounded
-        # no NaN/inf (Arrow reads NaN/Infinity tokens) and no -0.0 (`-0`: orjson int 0)
-        if not np.isfinite(values).all() or np.signbit(values[values == 0]).any():
-            return None
-        return Region(self.start, self.start + self.end, nlines, names, steps, values)
+        found, self.found = self.found, None
+        return found
 
 
 def tail_start(path: Any, size: int, block: int) -> int | None:
