@@ -127,11 +127,17 @@ def bar_counter(line: str) -> tuple[int, int] | None:
         return None
     count, total = int(m.group(1)), int(m.group(2))
     e = EPISODE.search(seg, 0, m.start())
-    if e is not None and len(e.group(1)) < 7:
-        episodes = int(e.group(0).rsplit("/", 1)[1])
-        if 1 <= int(e.group(1)) <= episodes:
-            return (int(e.group(1)) - 1) * total + count, total * episodes
-    return count, total
+    if e is None or len(e.group(1)) >= 7:
+        return count, total
+    return after_epochs(e, m.group(2)) + count, total * int(e.group(0).rsplit("/", 1)[1])
+
+
+def after_epochs(e: re.Match[str], total: str) -> int:
+    """The steps of the epochs (or episodes) before the one an `Epoch [e/E]` label names, of
+    `total` steps each: 0 in the first, or for a label or a total too long to be one."""
+    if len(e.group(1)) >= 7 or len(total) >= 12:
+        return 0
+    return max(int(e.group(1)) - 1, 0) * int(total)
 
 
 class PythonDicts:
@@ -1215,9 +1221,7 @@ class KeyValues:
         outer = {COUNTERS[0]: EPOCH, BAR_COUNTER: EPISODE}.get(found.re)
         e = outer.search(line, 0, found.start()) if outer is not None else None
         if e is not None:
-            total = found.group(0).split("/")[1].strip(" )[")
-            if len(e.group(1)) < 7 and len(total) < 12 and int(e.group(1)) > 1:
-                step += (int(e.group(1)) - 1) * int(total)
+            step += after_epochs(e, found.group(0).split("/")[1].strip(" )["))
         code = self.cols.code
         self.cols.add_row(step, array("i", [code(k) for k, _ in pairs]), [v for _, v in pairs])
         self.last, self.trail = step, 0
