@@ -778,6 +778,16 @@ class Trend(Node):
     >>> state("trend: {metric: response_length_mean, window: 30, below: -0.4}",
     ...       response_length_mean="500-0.7x29")
     'ok'
+
+    `from_start`: the change since the run's early level (the median of its first `edge` logs),
+    once `window` logs are in. A reward that climbed 0.03 -> 1.3 and then plateaued is flat
+    over its last 20 logs, but not since its start:
+
+    >>> when = "trend: {metric: reward_mean, window: 20, abs_below: 0.1, from_start: true}"
+    >>> state(when, reward_mean="0.03x3 0.03+0.1x12 1.3x30")
+    'ok'
+    >>> state(when, reward_mean="0.7x3 0.72x12 0.71x30")
+    'firing'
     """
 
     metric: str = param("metric", doc="the metric watched")
@@ -788,16 +798,31 @@ class Trend(Node):
     above: float | None = param("num", doc="fires when the relative change > above")
     below: float | None = param("num", doc="fires when the relative change < below")
     abs_below: float | None = param("pos", doc="fires when |relative change| < abs_below")
+    from_start: bool = param("bool", False, doc="the change since the run's first `edge` logs")
+
+    def _edge(self) -> int:
+        return self.edge if self.edge is not None else max(3, self.window // 10)
 
     def lookback(self) -> int | None:
         return self.window
 
+    def head(self) -> int:
+        return self.window if self.from_start else 0
+
     def signal(self, ctx: Context) -> Signal:
-        metric, window = self.metric, self.window
-        edge = self.edge if self.edge is not None else max(3, window // 10)
+        metric, window, edge = self.metric, self.window, self._edge()
         s = ctx.series(metric, needs=window)
         end = ctx.per_metric(("trailing", metric, edge), s, lambda x: _trailing_median(x, edge))
-        start = ctx.by_segment(end, s.steps, lambda x: _shift(x, window - edge))
+        if self.from_start:  # the run's first logs, kept by the incremental engine (head)
+            early = ctx.early is not None and metric in ctx.early.columns
+            head = ctx._arrays(ctx.early, metric) if early else s
+            n = len(head.values)
+            if n < window:
+                raise Skip(f"too few steps of {metric!r}: {n} logged, needs {window}")
+            start = np.full(s.values.shape, robust.median(head.values[:edge]))
+            start[s.steps < head.steps[window - 1]] = np.nan  # judged from the window-th log
+        else:
+            start = ctx.by_segment(end, s.steps, lambda x: _shift(x, window - edge))
         change = _ratio(end - start, np.abs(start))
         mask = ~np.isnan(change)
         with np.errstate(invalid="ignore"):
