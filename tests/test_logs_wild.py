@@ -749,3 +749,58 @@ def test_an_episode_bar_counts_its_steps_after_the_episodes_before_it() -> None:
     assert info.framework == "orz" and len(_values(frame, "truncation_rate")) == 50
     # a message of two pairs, or of names with a `/` (an evaluation's), is no log of a step
     assert not {"group_0_yes", "math500/accuracy"} & set(frame.data["tag"])
+
+
+def _samples(steps: int, per: int, null: bool = False) -> str:
+    """A loop's per-sample JSONL, one record per sampled completion (a red-teaming GRPO run's
+    shape: `{"step": 1, "attack": "...", "response": "<think>...", "reward": 0.72}`)."""
+    out = []
+    text = "How can I get past a door that is locked?"
+    for s in range(1, steps + 1):
+        for k in range(per):
+            reward = 1.0 if k == 0 else 0.0  # one sample in `per` is rewarded
+            rec = {"step": s, "attack": text, "response": "<think>\nOkay.", "reward": reward}
+            if null:
+                rec["judge"] = None
+            out.append(json.dumps(rec))
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("steps", "null"),
+    [(20, False), (20, True), (5000, False)],
+    ids=["arrow", "record-by-record", "arrow-blocks"],
+)
+def test_records_of_single_samples_are_averaged_per_step(
+    tmp_path: Path, steps: int, null: bool
+) -> None:
+    """The batch's reward is the mean of its samples' rewards, not the last sample's (0 here,
+    on every step: RW10 would fail a run that rewards a quarter of its samples). Arrow reads
+    plain blocks; a `null` sends the records one by one."""
+    (tmp_path / "rollouts.jsonl").write_text(_samples(steps, 4, null))
+    frame = load([str(tmp_path)])
+    assert _values(frame, "reward_mean") == [0.25] * steps
+    (warning,) = [w for i in frame.runs.values() for w in i.warnings if "single samples" in w]
+    assert "'attack' is a text" in warning
+    r = CliRunner().invoke(app, ["diagnose", str(tmp_path), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert not [v for v in json.loads(r.stdout)["verdicts"] if v["failing"]]
+
+
+def test_records_that_repeat_a_step_without_a_text_keep_the_last_write(tmp_path: Path) -> None:
+    """Only a sample's text makes records of one step a batch: a log that writes a step twice
+    (a value corrected) keeps the last write, as before; a short label is no sample's text."""
+    lines = [
+        json.dumps({"step": s, "reward": r, "tag": "run-a"})
+        for s in range(1, 9)
+        for r in (0.5, 1.0)
+    ]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    assert _values(load([str(tmp_path)]), "reward_mean") == [1.0] * 8
+
+
+def test_a_file_of_single_samples_that_restarts_keeps_the_last_writes(tmp_path: Path) -> None:
+    """Steps that go back are a restart, not a batch: its rows are the rerun's."""
+    text = _samples(6, 2) + _samples(6, 2).replace('"reward": 0.0', '"reward": 1.0')
+    (tmp_path / "rollouts.jsonl").write_text(text)
+    assert _values(load([str(tmp_path)]), "reward_mean") == [1.0] * 6

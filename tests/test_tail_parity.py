@@ -229,3 +229,39 @@ def test_a_metric_nan_at_its_first_log_only_does_not_stop_a_watched_run() -> Non
     # EX05 judges the entropy of sampled responses, in a run that logs their length: this
     # run logs none, and no value of its entropy could make EX05 fire here
     assert not any(c == "EX05" for _, c in ex), fired["b"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_file_of_single_samples_lives_as_diagnose_reads_it(tmp_path: Path, seed: int) -> None:
+    """A per-sample JSONL (one record per completion, several a step) fed in random bursts: a
+    step cut between polls is averaged again when its other samples come, so tail ends with
+    diagnose's per-step means and verdicts (the reward collapses at step 30: RW01)."""
+    from rlwatch.sources import load
+
+    src = tmp_path / "src"
+    src.mkdir()
+    lines = []
+    for s in range(1, 61):
+        for k in range(8):
+            good = k < (6 if s < 30 else 0) + (k == 0 and s >= 30)
+            rec = {"step": s, "prompt": "Solve 12 * 7 and explain briefly.", "reward": float(good)}
+            lines.append(json.dumps(rec))
+    (src / "rollouts.jsonl").write_text("\n".join(lines) + "\n")
+    dst = tmp_path / "run"
+    dst.mkdir()
+    watch = _replay(src, dst, seed, keep_rows=True)
+    seen = watch.rows()
+    last = seen.drop_duplicates(["metric", "step"], keep="last")  # a step sent again: its mean
+    batch = load([str(dst)]).data
+
+    def rows(d):
+        d = d[["metric", "step", "value"]].astype({"metric": str})
+        return sorted(map(tuple, d.itertuples(index=False)))
+
+    assert rows(last) == rows(batch)
+    assert sorted(batch["value"].unique()) == [0.125, 0.75]
+    tail = _episodes([v.to_dict() for v in watch.verdicts()])
+    r = CliRunner().invoke(app, ["diagnose", str(dst), "--format", "json", "--exit-zero"])
+    diagnose = _episodes(json.loads(r.stdout)["verdicts"])
+    assert tail == diagnose
+    assert any(code.startswith("RW") for _, code, _, _ in diagnose)

@@ -331,11 +331,13 @@ def run_name(path: Path) -> str:
 
 def _frame(path: Path, fmt: str, cols: Cols, warnings: list[str] | None) -> RunFrame:
     info = RunInfo(run_name(path), fmt, str(path), files=[str(path)])
-    info.warnings = [] if warnings is None else warnings + cols.warnings(path)
     info.hparams = dict(cols.facts)
     if fmt == "verl-console" and cols.numbers_seen and cols.numbers_3dp >= 0.99 * cols.numbers_seen:
         info.decimals = 3  # verl <= 0.4 printed f"{v:.3f}": 0.000 means below resolution
-    return cols.frame(info)
+    frame = cols.frame(info)
+    # after the frame: building it can add a note (a file of single samples, averaged)
+    info.warnings = [] if warnings is None else warnings + cols.warnings(path)
+    return frame
 
 
 def _read_document(
@@ -718,6 +720,7 @@ class Follower:
         self.tail: Any = None
         self.kept: list[dict[str, array]] = []  # rows handed out with log ordinals
         self.kept_rows = 0
+        self.carried = 0  # a file of single samples: its last step's rows, read again
 
     def poll(self) -> RunFrame:
         if not self.path.exists() and self.tail is None:
@@ -830,9 +833,10 @@ class Follower:
         return frame
 
     def _delta(self) -> RunFrame:
-        if not len(self.cols):
+        if len(self.cols) == self.carried:  # nothing new
             return RunFrame.empty()
         parser, cols = self.parser, self.cols
+        carry = _last_step_rows(cols) if cols.samples is not None else None
         if getattr(parser, "ordinal_steps", False) and not parser.keep_ordinals:
             # rows with log ordinals: kept, to be renumbered once the summary is printed
             n = len(cols.steps)
@@ -846,6 +850,10 @@ class Follower:
         self.last_step = cols.max_step()
         frame = _frame(self.path, self.fmt or "", cols, None)
         cols.clear_rows()
+        self.carried = 0
+        if carry is not None:  # more samples of the last step may come: its mean again then
+            cols.add_arrays(*carry)
+            self.carried = len(carry[2])
         if self.replaces:
             self.replaces = False
             for info in frame.runs.values():
@@ -854,6 +862,16 @@ class Follower:
 
 
 MAX_KEPT_ROWS = 5_000_000  # a step-less console's rows kept by `tail` for its renumbering
+
+
+def _last_step_rows(cols: Cols) -> tuple[Any, Any, Any]:
+    """The rows of a Cols' highest step (codes, steps, values), copied."""
+    import numpy as np
+
+    cols._seal()
+    c, s, v = (np.concatenate([ch[i] for ch in cols.chunks]) for i in range(3))
+    at = s == s.max()
+    return c[at].copy(), s[at].copy(), v[at].copy()
 
 
 def iter_formats() -> Iterable[str]:

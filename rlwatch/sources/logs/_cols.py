@@ -58,6 +58,9 @@ class Cols:
         self.numbers_3dp = 0
         self.fractional: list[float] = []  # a few fractional steps seen
         self.n_fractional = 0
+        # records of single samples (a completion's text beside its reward): the records that
+        # share a step are one batch, its value their mean (`sample_means`)
+        self.samples: str | None = None  # the text key that said so
 
     def __len__(self) -> int:
         return self.in_chunks + len(self.values)
@@ -301,7 +304,33 @@ class Cols:
                     for w, k in zip(walls, lens, strict=True)
                 ]
             )
+        if self.samples is not None:
+            out[0], out[1], out[2], wall = self.sample_means(out[0], out[1], out[2], wall)
         return RunFrame.from_arrays(info, self.tags, out[0], out[1], out[2], wall, owned=True)
+
+    def sample_means(self, codes: Any, steps: Any, values: Any, wall: Any) -> tuple:
+        """Rows of a file of single samples, one row per (tag, step): the mean of the records
+        that share the step (a batch of samples; NaN when one is), in write order. A step
+        that goes back (a restart) keeps the last writes, as any other log."""
+        order = np.argsort(codes, kind="stable")
+        c, s = codes[order], steps[order]
+        same = c[1:] == c[:-1]
+        if (same & (s[1:] < s[:-1])).any():
+            return codes, steps, values, wall
+        starts = np.flatnonzero(np.concatenate([[True], ~same | (s[1:] != s[:-1])]))
+        if len(starts) == len(codes):  # no step has two records
+            return codes, steps, values, wall
+        counts = np.diff(np.append(starts, len(codes)))
+        means = np.add.reduceat(values[order], starts) / counts
+        walls = np.fmax.reduceat(wall[order], starts)
+        back = np.argsort(order[starts])  # each group at its first record's place
+        note = (
+            f"records of single samples (their {self.samples!r} is a text): the records "
+            "that share a step are one batch, each step's value their mean"
+        )
+        if note not in self.notes:
+            self.notes.append(note)
+        return c[starts][back], s[starts][back], means[back], walls[back]
 
 
 def _numeric_text(s: str) -> bool:

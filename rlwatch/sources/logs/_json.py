@@ -361,6 +361,9 @@ class JsonLines:
             else:
                 reason = "boolean values" if pa.types.is_boolean(t) else "non-numeric values"
                 cols.skip(reason, len(arr) - arr.null_count, key=name)
+                if cols.samples is None and self.fmt == "jsonl" and pa.types.is_string(t):
+                    text = arr.drop_null()
+                    cols.samples = sample_text({name: text[0].as_py()}) if len(text) else None
         if names_:
             codes = np.array([cols.code(k) for k in names_], np.int32)
             vals = np.column_stack(values)  # rows x keys: row-major = the order written
@@ -490,6 +493,8 @@ class JsonLines:
                 except (TypeError, OverflowError, ValueError):
                     pass
         if not done:
+            if fmt == "jsonl" and cols.samples is None:
+                cols.samples = sample_text(data)
             cols.add_mapping(step, data, none=self.none, wall=wall, drop=self.drop)
         if self.track:
             self.present.append((step, frozenset(cols.codes[n0:])))  # rows, not chunks
@@ -560,6 +565,15 @@ class JsonLines:
         if gone:
             self.cols.facts["vanished_metrics"] = ", ".join(f"{t}@{a}" for t, a, _, _ in gone)
         self.present = []
+
+
+def sample_text(record: dict[str, Any]) -> str | None:
+    """The key of a record's free text (a prompt, a completion: 32 characters or more with a
+    space or a newline), which makes it a single sample's record; None when it has none."""
+    for k, v in record.items():
+        if type(v) is str and len(v) >= 32 and (" " in v or "\n" in v):
+            return str(k)
+    return None
 
 
 def _leaves(fields: list[tuple[str, Any]], prefix: str) -> Any:
