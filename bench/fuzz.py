@@ -87,6 +87,7 @@ KINDS = [
     "nb_cells",
     "mlx_report",
     "orz_console",
+    "samples_jsonl",
     "rules",
     "config",
     "pyproject",
@@ -533,6 +534,13 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
             ("\n" if ep > 1 else "") + f"\rEpisode [{ep}/9]: {20 * k}%|##| {k}/5 [00:01<00:04]"
         )
     seeds["orz_console"] = ("47145.out", "".join(orz).encode())
+    # a loop's JSONL of single samples (a completion's text beside its reward, 4 a step)
+    samples = [
+        json.dumps({"step": s, "prompt": "Explain why the sky is blue at noon.", "reward": k / 4})
+        for s in range(1, steps + 1)
+        for k in range(4)
+    ]
+    seeds["samples_jsonl"] = ("rollouts.jsonl", ("\n".join(samples) + "\n").encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])
