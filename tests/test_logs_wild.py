@@ -804,3 +804,17 @@ def test_a_file_of_single_samples_that_restarts_keeps_the_last_writes(tmp_path: 
     text = _samples(6, 2) + _samples(6, 2).replace('"reward": 0.0', '"reward": 1.0')
     (tmp_path / "rollouts.jsonl").write_text(text)
     assert _values(load([str(tmp_path)]), "reward_mean") == [1.0] * 6
+
+
+def test_a_csv_of_single_samples_is_averaged_per_step(tmp_path: Path) -> None:
+    """The same in a CSV of rollouts (a loop's pandas `to_csv` of its samples)."""
+    rows = ["step,prompt,completion,reward"]
+    for s in range(1, 13):
+        for k in range(4):
+            rows.append(
+                f'{s},"What is 2 + 2? Answer in one short line.",It is four.,{1.0 if k < 3 else 0.0}'
+            )
+    (tmp_path / "rollouts.csv").write_text("\n".join(rows) + "\n")
+    frame = load([str(tmp_path)])
+    assert _values(frame, "reward_mean") == [0.75] * 12
+    assert any("single samples" in w for i in frame.runs.values() for w in i.warnings)

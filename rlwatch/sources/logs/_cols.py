@@ -36,6 +36,15 @@ def swift_step(v: Any) -> str | None:
     return m.group(1) if m else None
 
 
+def sample_text(record: dict[str, Any]) -> str | None:
+    """The key of a record's free text (a prompt, a completion: 32 characters or more with a
+    space or a newline), which makes it a single sample's record; None when it has none."""
+    for k, v in record.items():
+        if type(v) is str and len(v) >= 32 and (" " in v or "\n" in v):
+            return str(k)
+    return None
+
+
 class Cols:
     """Rows in write order, column by column: tag codes, steps, values, wall times."""
 

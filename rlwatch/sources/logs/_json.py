@@ -25,7 +25,14 @@ import numpy as np
 from rlwatch.errors import SourceError
 from rlwatch.sources._rows import STEP_KEYS
 from rlwatch.sources.logs import _cols
-from rlwatch.sources.logs._cols import SWIFT_STEP, SWIFT_TEXT, Cols, _system_pool, swift_step
+from rlwatch.sources.logs._cols import (
+    SWIFT_STEP,
+    SWIFT_TEXT,
+    Cols,
+    _system_pool,
+    sample_text,
+    swift_step,
+)
 
 try:  # optional: 3-5x faster JSON parsing; json is the fallback
     import orjson
@@ -565,15 +572,6 @@ class JsonLines:
         if gone:
             self.cols.facts["vanished_metrics"] = ", ".join(f"{t}@{a}" for t, a, _, _ in gone)
         self.present = []
-
-
-def sample_text(record: dict[str, Any]) -> str | None:
-    """The key of a record's free text (a prompt, a completion: 32 characters or more with a
-    space or a newline), which makes it a single sample's record; None when it has none."""
-    for k, v in record.items():
-        if type(v) is str and len(v) >= 32 and (" " in v or "\n" in v):
-            return str(k)
-    return None
 
 
 def _leaves(fields: list[tuple[str, Any]], prefix: str) -> Any:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from rlwatch.errors import UsageError
-from rlwatch.sources.logs._cols import SWIFT_STEP, SWIFT_TEXT, Cols, lines, swift_step
+from rlwatch.sources.logs._cols import SWIFT_STEP, SWIFT_TEXT, Cols, lines, sample_text, swift_step
 from rlwatch.sources.logs._verl import ANSI, literal_dict, plain_scalars
 
 # -- transformers / TRL printed dicts ------------------------------------------------------
@@ -1860,6 +1860,8 @@ class Csv:
                     cols.add(step, key, float(cell))
                 except ValueError:
                     cols.skip("non-numeric values", key=key)
+                    if cols.samples is None and self.step_at is not None:
+                        cols.samples = sample_text({key: cell})
 
     def finish(self) -> None:
         pass
