@@ -45,6 +45,9 @@ class Metric:
     # a held-out evaluation (`evaluation: true`): one value every eval interval, a point
     # estimate, not the mean of a logging interval's steps
     evaluation: bool = False
+    # a metric a trainer logs as NaN where it does not compute it (`nan_when_off: true`): NaN
+    # at every log is "not computed", not a failure (TRL/Unsloth's `kl` at beta 0)
+    nan_when_off: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,10 +122,12 @@ def catalogue(path: str | None = None) -> Catalogue:
                     )
                 else:
                     aliases.append(Alias(str(k), fw))
-        evaluation = spec.get("evaluation", False)
-        if not isinstance(evaluation, bool):
-            raise RuleFileError(f"metric {name!r}: 'evaluation' is true or false", p)
-        metrics[name] = Metric(name, spec.get("description", ""), tuple(aliases), evaluation)
+        flags = {}
+        for flag in ("evaluation", "nan_when_off"):
+            flags[flag] = spec.get(flag, False)
+            if not isinstance(flags[flag], bool):
+                raise RuleFileError(f"metric {name!r}: {flag!r} is true or false", p)
+        metrics[name] = Metric(name, spec.get("description", ""), tuple(aliases), **flags)
     return Catalogue(metrics, frameworks, p)
 
 
@@ -130,6 +135,13 @@ def catalogue(path: str | None = None) -> Catalogue:
 def evaluation_metrics() -> frozenset[str]:
     """Canonical metrics of held-out evaluations (the shipped table's `evaluation: true`)."""
     return frozenset(m.name for m in catalogue().metrics.values() if m.evaluation)
+
+
+@cache
+def nan_when_off_metrics() -> frozenset[str]:
+    """Canonical metrics a trainer logs as NaN where it does not compute them (the shipped
+    table's `nan_when_off: true`)."""
+    return frozenset(m.name for m in catalogue().metrics.values() if m.nan_when_off)
 
 
 # transformers' end-of-training summary (`train_loss` is the mean loss of the whole run): a

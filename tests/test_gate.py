@@ -179,6 +179,22 @@ def test_a_metric_that_is_nan_everywhere_fires(tmp_path: Path) -> None:
     assert runner.invoke(app, ["diagnose", str(ok)]).exit_code == ExitCode.HEALTHY
 
 
+def test_a_kl_that_is_nan_everywhere_is_a_kl_not_computed(tmp_path: Path) -> None:
+    """Unsloth's GRPO table shows `kl` as nan on every row when the KL is not computed (beta
+    0): the KL rules are skipped (`nan_when_off` in metrics.yaml), not fired; a KL that is a
+    number first and NaN later is still evidence (KL01/KL02 read it, ST rules its loss)."""
+    f = _jsonl(tmp_path / "off.jsonl", n=40, **{"actor/kl_loss": math.nan, "actor/pg_loss": 0.1})
+    r = runner.invoke(app, ["diagnose", str(f), "--format", "json"])
+    assert r.exit_code == ExitCode.HEALTHY, r.output
+    verdicts = {v["code"]: v for v in json.loads(r.stdout)["verdicts"]}
+    assert verdicts["KL02"]["state"] == "skipped" and not verdicts["KL02"]["episodes"]
+    # a loss that is NaN everywhere still fires: the run diverged from its first log
+    bad = _jsonl(
+        tmp_path / "bad.jsonl", n=40, **{"actor/kl_loss": math.nan, "actor/pg_loss": math.nan}
+    )
+    assert runner.invoke(app, ["diagnose", str(bad)]).exit_code == ExitCode.UNHEALTHY
+
+
 def test_a_nan_fires_only_the_rules_the_run_could_be_judged_by(tmp_path: Path) -> None:
     """A PPO console whose actor loss is NaN at every step (DeepSpeed-Chat, a smoke test at a
     broken setting): the loss rules fire; a reward-model or DPO rule that also reads the loss

@@ -260,12 +260,14 @@ def _fire_without_values(ctx: Context, rule: Rule, verdict: Verdict) -> None:
     (`needs`) reads that metric and only metrics the run logged (a reward-model rule does not
     fire on a PPO run's NaN loss: the run logs no accuracy)."""
     from rlwatch.engine.conditions import metrics_of, needs
+    from rlwatch.names import nan_when_off_metrics
 
     if not ctx.nonfinite:  # nothing was logged as NaN/inf: nothing to fire on
         return
     wanted = dict.fromkeys(metrics_of(rule.when))
     valued = {m for m in wanted if m in ctx.wide.columns and ctx.wide[m].notna().any()}
-    void = {m for m in wanted if len(ctx.nonfinite.get(m, ())) and m not in valued}
+    off = nan_when_off_metrics()  # NaN at every log: not computed (`nan_when_off`)
+    void = {m for m in wanted if len(ctx.nonfinite.get(m, ())) and m not in valued | off}
     if not void:
         return
     alts = [alt for alt in needs(rule.when) if alt & void and alt <= void | valued]
