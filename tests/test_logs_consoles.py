@@ -420,3 +420,49 @@ def test_a_console_of_carriage_returns_alone_is_read_redraw_by_redraw(tmp_path: 
     assert all(rows[("reward", s)] == s / 100 for s in range(1, 41))
     followed = followed_rows(tmp_path, "k.log", [text], [64, 512, 4096], seed=5)
     assert followed == rows
+
+
+def _dpo_slurm(steps: int) -> str:
+    """A custom DPO script's Slurm output (the 33rd search): the dataset's first examples
+    printed as dicts, then a summary line every 3000 steps of `Name=number` items whose names
+    are several words."""
+    sample = {
+        "prompt": "how can i develop a habit of drawing daily",
+        "chosen": [{"content": "Developing a daily habit of drawing can be fun.", "role": "user"}],
+        "score_chosen": 8.0,
+        "score_rejected": 6.0,
+    }
+    out = [repr(sample), repr(sample)]
+    for s in range(steps):
+        out.append(f"Example Generation at Step {3000 * s}:")
+        out.append("The quick brown fox jumps over the lazy dog.")
+        out.append(
+            f"Step {3000 * s}: Train Loss={0.69 - s / 50:.4f}, Eval Loss={0.69 - s / 100:.4f}, "
+            f"Win Rate={0.5 + s / 100:.4f}"
+        )
+    return "\n".join(out) + "\n"
+
+
+def test_items_named_by_several_words_with_an_equals_sign(tmp_path: Path) -> None:
+    """`Train Loss=0.6914, Eval Loss=0.6914` are two metrics (PAIR alone read both as `Loss`,
+    the last write winning); the printed dataset examples before them are no log (a dict
+    holding a prompt's text), so the file is read by its step lines."""
+    p = tmp_path / "log.out"
+    p.write_text(_dpo_slurm(21))
+    assert logs.sniff(p) == "kv-pairs"
+    rows = _rows(logs.load_file(p))
+    assert rows[("loss", 3000)] == 0.67 and rows[("eval/loss", 3000)] == 0.68
+    assert rows[("win_rate", 60000)] == 0.7
+    assert {t for t, _ in rows} == {"loss", "eval/loss", "win_rate"}
+
+
+def test_a_printed_data_sample_among_trl_dicts_is_no_row(tmp_path: Path) -> None:
+    """A console that prints a dataset example (`{'prompt': '...', 'score_chosen': 8.0}`)
+    before TRL's logs: the example's numbers are not a log of the run."""
+    sample = repr({"prompt": "Write a haiku about the sea, please.", "score_chosen": 8.0})
+    dicts = [repr({"loss": 0.69 - s / 100, "grad_norm": 1.0, "epoch": s / 10}) for s in range(8)]
+    p = tmp_path / "train.log"
+    p.write_text("\n".join([sample, *dicts]) + "\n")
+    frame = logs.load_file(p)
+    assert "score_chosen" not in set(frame.data["tag"].astype(str))
+    assert len(frame.data[frame.data["tag"].astype(str) == "loss"]) == 8

@@ -81,7 +81,9 @@ def metrics_dict(line: str) -> bool:
     a pretty-printed configuration such as `{'milestones': [50]}],`)."""
     body = find_dict(line)
     d = literal_dict(body) if body is not None else None
-    return d is not None and any(_numberish(v) for k, v in d.items() if k != "step")
+    if d is None or sample_text(d) is not None:  # a data sample printed (its prompt's text)
+        return False
+    return any(_numberish(v) for k, v in d.items() if k != "step")
 
 
 # the opening of a printed dict cut by the end of a line: `{`, `{'los`, `{'loss'`, `{'loss':`
@@ -303,6 +305,9 @@ class PythonDicts:
             return
         if not any(_numberish(v) for k, v in d.items() if k != "step"):
             cols.skip("printed dicts without a number")
+            return
+        if sample_text(d) is not None:  # `{'prompt': 'how can i ...', 'score_chosen': 8.0}`
+            cols.skip("printed data samples (a dict holding a text)")
             return
         if self.extras and not _eval_only(d):  # the pairs printed since the last dict
             d, self.extras = {**self.extras, **d}, {}
@@ -948,7 +953,7 @@ SPACED = re.compile(
 # the number (`Trainable 60/64 (93.8%)`)
 WORDS_ITEM = re.compile(
     r"[ \t]{0,16}([A-Za-z][A-Za-z_./-]{0,40}(?:[ \t]{1,4}[A-Za-z][A-Za-z_./-]{0,40}){0,5}?)"
-    r"(?:[ \t]{1,16}|[ \t]{0,4}:[ \t]{0,16})"
+    r"(?:[ \t]{1,16}|[ \t]{0,4}[:=][ \t]{0,16})"
     r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf))(%?)"
     r"(?:[ \t]{0,4}/[ \t]{0,4}\d+(?:\.\d+)?)?"
     r"(?:[ \t]{0,4}[A-Za-z]{1,12}(?:/[A-Za-z]{1,12})?)?"
@@ -957,8 +962,9 @@ WORDS_ITEM = re.compile(
 )
 # an item that is a duration and no name: prime-rl's `|   1m 13s |` after the step
 BARE_TIME = re.compile(r"[ \t]*(?:\d+(?:\.\d+)?[ \t]?(?:ms|d|h|m|s)[ \t]*){1,3}")
-# a name of several words before a colon (`Seq. Length: 345.6`), which PAIR reads as its last word
-WORDS_COLON = re.compile(r"[A-Za-z.][ \t]+[A-Za-z][\w./-]{0,40}[ \t]{0,4}:[ \t]{0,16}[-+.\d]")
+# a name of several words before a colon or `=` (`Seq. Length: 345.6`, `Train Loss=0.69`), which
+# PAIR reads as its last word
+WORDS_COLON = re.compile(r"[A-Za-z.][ \t]+[A-Za-z][\w./-]{0,40}[ \t]{0,4}[:=][ \t]{0,16}[-+.\d]")
 ITEM_SEP = re.compile(r"[,;|]")
 # a notebook's output line as its JSON holds it: `    "step 5 | loss 0.31\n",`
 NB_LINE = re.compile(r'^[ \t]{0,64}"(.*?)(?:\\n)?",?[ \t]*$')
