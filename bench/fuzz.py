@@ -88,6 +88,7 @@ KINDS = [
     "mlx_report",
     "orz_console",
     "samples_jsonl",
+    "dpo_items",
     "rules",
     "config",
     "pyproject",
@@ -541,6 +542,13 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
         for k in range(4)
     ]
     seeds["samples_jsonl"] = ("rollouts.jsonl", ("\n".join(samples) + "\n").encode())
+    # a DPO script's Slurm output: printed dataset examples, then `Name=number` items of words
+    example = repr({"prompt": "how can i develop a habit of drawing daily", "score_chosen": 8.0})
+    items = [example] + [
+        f"Step {s * 100}: Train Loss={0.69 - s / 100}, Eval Loss={0.69 - s / 200}, Win Rate=0.5"
+        for s in range(steps)
+    ]
+    seeds["dpo_items"] = ("log.out", ("\n".join(items) + "\n").encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])
