@@ -28,6 +28,7 @@ METRIC_FILES = (
     ".json",
     ".ipynb",
     ".csv",
+    ".tsv",  # a table pasted as tab-separated values
     ".md",  # a console saved as Markdown (README.md and SOURCE.md are never runs)
     ".html",
     ".swanlab",  # a SwanLab run's record file (appended as it trains)
