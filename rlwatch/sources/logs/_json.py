@@ -1004,7 +1004,7 @@ def own_step_key(obj: dict[str, Any]) -> str | None:
 
 # -- a file's plain tail read by Arrow in a second thread ---------------------------------
 THREADED_MIN = 16 << 20  # smaller files are read by one thread: the second one pays no more
-HEAD_SHARE = 0.7  # of the file read by orjson here; Arrow's reader and checks cost more a byte
+HEAD_SHARE = 0.6  # of the file read by orjson here; Arrow's reader and checks cost more a byte
 
 
 class Region:
@@ -1111,10 +1111,13 @@ def _runnable() -> int:
 
 def plain_region(buf: bytes, n: int, fmt: str) -> tuple[int, list[str], Any, list[Any]] | None:
     """Lines buf[:n] (complete, each a record) read by Arrow's JSON reader, when that provably
-    gives what the line by line read gives: every line a record with the first line's keys in
-    the first line's order (each once, no other), every value a number (no null, no escape),
-    an integer step >= 0. Returns (lines, metric names, steps, Arrow arrays of the metrics) or
-    None. The caller still checks the values (no NaN/inf, no -0.0)."""
+    gives what the line by line read gives: every line a record with the first line's keys
+    (each once: Arrow refuses a key written twice; no other: a new key is a new column; none
+    missing: a null), every value a number (no null, no escape), an integer step >= 0. A line
+    may hold its keys in another order: its rows then come in the first line's order, each
+    metric's rows the same as the line by line read's. Returns (lines, metric names, steps,
+    Arrow arrays of the metrics) or None. The caller still checks the values (no NaN/inf, no
+    -0.0)."""
     if buf.find(b"\\", 0, n) >= 0:
         return None
     text = memoryview(buf)[:n]
@@ -1122,7 +1125,7 @@ def plain_region(buf: bytes, n: int, fmt: str) -> tuple[int, list[str], Any, lis
     shape = _first_shape(first, fmt)
     if shape is None:
         return None
-    seq, columns, step_key, (names, keys) = shape
+    _, columns, step_key, (names, keys) = shape
     pa, pj = _arrow_json()
     try:
         table = pj.read_json(
@@ -1152,7 +1155,7 @@ def plain_region(buf: bytes, n: int, fmt: str) -> tuple[int, list[str], Any, lis
     steps = step_col.to_numpy()
     if not len(steps) or steps.min() < 0:
         return None
-    if not _same_keys(buf, n, nlines, seq):
+    if not _short_lines(buf, n):
         return None
     return nlines, names, steps.astype(np.int64, copy=False), [fields[k] for k in names]
 
@@ -1191,43 +1194,10 @@ def _first_shape(first: Any, fmt: str) -> Any:
     return seq, list(first), step_key, (names, keys)
 
 
-def _same_keys(buf: bytes, n: int, nlines: int, seq: list[str]) -> bool:
-    """Whether every line of buf[:n] holds exactly the quoted strings `seq` in this order (no
-    backslash in the text, so every `"` opens or closes a string): the same count of quotes in
-    each line, each string as long as the first line's and the same bytes, compared as
-    8-byte words that cover it (the first and last lines as bytes)."""
-    b = np.frombuffer(buf, np.uint8, count=n)
-    quotes = np.flatnonzero(b == 34)
-    per = 2 * len(seq)
-    if len(quotes) != per * nlines:
-        return False
-    newlines = np.flatnonzero(b == 10)
-    longest = np.diff(newlines, prepend=-1).max() - 1
-    if longest > _cols.MAX_LINE:  # the line reader skips such a line (Blocks._hold)
-        return False
-    q = quotes.reshape(nlines, per)
-    if not (q[1:, 0] > newlines[:-1]).all() or not (q[:, -1] < newlines).all():
-        return False  # each line holds exactly `per` quotes
-    starts, ends = q[:, 0::2] + 1, q[:, 1::2]
-    lens = ends[0] - starts[0]
-    if not ((ends - starts) == lens).all():
-        return False
-    want = [k.encode() for k in seq]
-    for line in (0, nlines - 1):  # the last line's words could run past the text: as bytes
-        if [buf[s:e] for s, e in zip(starts[line], ends[line], strict=True)] != want:
-            return False
-    starts = starts[:-1]
-    if len(starts) < 2:
+def _short_lines(buf: bytes, n: int) -> bool:
+    """Whether no line of buf[:n] is longer than the line reader holds (Blocks._hold skips
+    such a line); a region shorter than that needs no look."""
+    if n <= _cols.MAX_LINE:
         return True
-    words = np.ndarray((len(buf) - 7,), "<u8", buffer=buf, strides=(1,))
-    low = (np.uint64(1) << (np.minimum(lens, 7).astype(np.uint64) * np.uint64(8))) - np.uint64(1)
-    mask = np.where(lens < 8, low, np.uint64(0xFFFFFFFFFFFFFFFF)).astype(np.uint64)
-    last = np.maximum(lens - 8, 0)
-    try:
-        for i in range(0, int(lens.max(initial=0)), 8) or [0]:
-            w = words[starts + np.minimum(i, last)]  # a short key: its bytes only (mask)
-            if not (((w ^ w[0]) & mask) == 0).all():
-                return False
-    except IndexError:
-        return False
-    return True
+    newlines = np.flatnonzero(np.frombuffer(buf, np.uint8, count=n) == 10)
+    return bool(np.diff(newlines, prepend=-1).max() - 1 <= _cols.MAX_LINE)
