@@ -109,13 +109,7 @@ def _replay(
 
 
 # known differences, found when the public runs were replayed one by one (28 Nov)
-TAIL_DIFFERS = {
-    "verl-treerl-qwen2.5-0.5b-gsm8k-wandbcsv": (
-        "a folder of W&B chart exports (a CSV per chart): tail names the run by its first CSV "
-        "(`entropy`) while it is the folder's only file and keeps that name once the second "
-        "arrives; diagnose, reading both, names it by the export's run"
-    ),
-}
+TAIL_DIFFERS: dict[str, str] = {}  # run name -> why tail reports otherwise (strict xfail)
 
 
 def _cases() -> list[Any]:
@@ -291,3 +285,29 @@ def test_a_file_of_single_samples_lives_as_diagnose_reads_it(tmp_path: Path, see
     diagnose = _episodes(json.loads(r.stdout)["verdicts"])
     assert tail == diagnose
     assert any(code.startswith("RW") for _, code, _, _ in diagnose)
+
+
+def test_a_folder_of_chart_exports_is_named_by_its_run_from_the_first_chart_on(
+    tmp_path: Path,
+) -> None:
+    """W&B's export of each chart of a run (a CSV each, `<run> - <key>` columns) is one run
+    named by the export's run, in diagnose and in tail, while only the first chart is written
+    and once the second arrives (tail had named it by its first chart's file until then)."""
+    from rlwatch.sources import load
+
+    def chart(name: str, key: str, values: list[float]) -> None:
+        head = ",".join(f'"{c}"' for c in ["Step"] + [f"grpo-7b - {key}{x}" for x in ("", "__MIN")])
+        rows = [",".join(f'"{c}"' for c in (s, v, v)) for s, v in enumerate(values, 1)]
+        (tmp_path / name).write_text("\n".join([head, *rows]) + "\n")
+
+    watch = Watch([str(tmp_path)], load_rules(), stale_after=1e9, stall_floor=1e9)
+    chart("entropy.csv", "actor/entropy", [0.5 - 0.001 * s for s in range(40)])
+    watch.poll()
+    assert list(load(str(tmp_path)).runs) == ["grpo-7b"]
+    assert sorted(watch.runs) == ["grpo-7b"]
+    chart("reward.csv", "critic/score/mean", [0.2 + 0.01 * s for s in range(40)])
+    watch.poll()
+    frame = load(str(tmp_path))
+    assert list(frame.runs) == ["grpo-7b"]
+    assert sorted(frame.data["metric"].unique()) == ["entropy", "reward_mean"]
+    assert sorted(watch.runs) == ["grpo-7b"]

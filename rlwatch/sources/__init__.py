@@ -72,6 +72,9 @@ class Found:
     notes: list[str] = field(default_factory=list)
     own_name: bool = False  # keep the name the source gives (a W&B run's display name)
     run: str | None = None  # a trackio project's one run (its key): this run only
+    # W&B's exports of a run's charts (a CSV each): read as parts and named by the export's
+    # run, from the first chart written on (`tail` then names it as `diagnose` does)
+    parts: bool = False
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -129,7 +132,7 @@ class Found:
                 frame = logs.load_file(self.paths[0], self.log_format, self.run)
                 (old,) = frame.runs
                 return self._noted(frame.renamed({old: self.name}))
-            if len(self.paths) > 1:  # one run's parts (W&B's export of each chart)
+            if len(self.paths) > 1 or self.parts:  # one run's parts (W&B's chart exports)
                 frame = logs.load_parts(self.paths, self.log_format)
             else:
                 frame = logs.load_file(self.paths[0], self.log_format)
@@ -493,7 +496,10 @@ def discover(target: str | os.PathLike[str], log_format: str | None = None) -> D
                     where = str(f.with_suffix(""))
                 name = _rel(where, root, root_name)
                 own = name == root_name
-                out.runs.append(Found(name, "log", list(fs), str(f), log_format, own_name=own))
+                parts = run is not None
+                out.runs.append(
+                    Found(name, "log", list(fs), str(f), log_format, own_name=own, parts=parts)
+                )
         for s in subdirs:
             walk(s, depth + 1)
 

@@ -241,7 +241,7 @@ class Follower:
             if run is None:
                 if f.kind == "tensorboard":
                     run = _TensorBoardRun(f)
-                elif f.kind == "log" and len(f.paths) == 1 and f.run is None:
+                elif f.kind == "log" and len(f.paths) == 1 and f.run is None and not f.parts:
                     run = _LogRun(f)  # one run, one file: read as it grows
                 else:
                     run = _ReloadRun(f)
