@@ -1112,6 +1112,38 @@ class UnlessLogged(Node):
         return Signal(inner.steps, mask, inner.observed, inner.peak, inner.peak_max, inner.metrics)
 
 
+@kind("unless")
+@dataclass(frozen=True)
+class Unless(Node):
+    """The inner condition, at the steps where `excuse` does not hold at that same step (an
+    excuse whose metrics are not logged excuses nothing). A grad-norm spike at the log where a
+    sparse reward shows (the batches around it all scored 0, this one held a success) is the
+    gradient of that reward, the run's only signal, not an instability (ST02).
+
+    >>> when = ("unless: {of: {threshold: {metric: grad_norm, above: 10}}, "
+    ...         "excuse: {threshold: {metric: reward_max, above: 0}}}")
+    >>> state(when, grad_norm="1 1 25", reward_max="0 0 10")
+    'ok'
+    >>> state(when, grad_norm="1 1 25", reward_max="0 0 0")
+    'firing'
+    >>> state(when, grad_norm="1 1 25")
+    'firing'
+    """
+
+    of: Node = param("cond", doc="the inner condition")  # noqa: RUF009
+    excuse: Node = param("cond", doc="a condition that excuses the inner one at its steps")  # noqa: RUF009
+
+    def signal(self, ctx: Context) -> Signal:
+        inner = evaluate(ctx, self.of)
+        try:
+            ex = evaluate(ctx, self.excuse)
+        except Skip:  # not logged: nothing is excused
+            return inner
+        excused = np.isin(inner.steps, ex.steps[ex.mask])
+        mask = inner.mask & ~excused
+        return Signal(inner.steps, mask, inner.observed, inner.peak, inner.peak_max, inner.metrics)
+
+
 @kind("off_best", observed=("value", "level", "best", "change", "z"), one_of=("drop", "rise"))
 @dataclass(frozen=True)
 class OffBest(Node):
@@ -1344,7 +1376,8 @@ MAX_NEEDS = 64  # alternatives worked out per condition (`all` of `any`s multipl
 def needs(node: Node) -> list[frozenset[str]]:
     """The sets of metrics with which a condition can be evaluated, one per alternative: an
     `any` can be judged on any one branch, an `all` needs one of each of its conditions', an
-    `unless_logged` its inner condition's (the metric that ends it is optional). Past
+    `unless_logged` or an `unless` its inner condition's (the metric that ends it, the excuse,
+    is optional). Past
     MAX_NEEDS alternatives, each metric alone is one: any of them may judge the rule (a rule
     too tangled to tell is never left quiet by it)."""
     try:
@@ -1356,7 +1389,7 @@ def needs(node: Node) -> list[frozenset[str]]:
 def _needs(node: Node) -> list[frozenset[str]]:
     if isinstance(node, Any_):
         alts = [alt for item in node.items for alt in _needs(item)]
-    elif isinstance(node, UnlessLogged):
+    elif isinstance(node, (UnlessLogged, Unless)):
         alts = _needs(node.of)
     else:
         alts = [frozenset()]
