@@ -215,3 +215,72 @@ def test_a_hostile_notebook_is_read_in_bounds(text: str) -> None:
     nb = _text.NotebookText()
     out = nb.feed(text)
     assert isinstance(out, str) and len(nb.kind) <= _text.NB_DEPTH
+
+
+LAB_PPO = """for step, batch in tqdm(enumerate(ppo_trainer.dataloader)):
+    stats = ppo_trainer.step(prompt_tensors, summary_tensors, reward_tensors)
+    ppo_trainer.log_stats(stats, batch, reward_tensors)
+    print(f'objective/kl: {stats["objective/kl"]}')
+    print(f'ppo/returns/mean: {stats["ppo/returns/mean"]}')
+    print(f'ppo/policy/advantages_mean: {stats["ppo/policy/advantages_mean"]}')
+    print('-'.join('' for x in range(100)))
+"""
+
+
+def _lab_cell(kls: list[float], names: tuple[str, ...], kaggle: bool) -> dict:
+    """DeepLearning.AI's PPO lab (TRL's PPOTrainer detoxifying FLAN-T5): a stream output per
+    step, three `name: value` lines then 99 dashes (Jupyter: a list of lines; Kaggle and
+    Colab: one string), and a tqdm bar on stderr before them."""
+    out = [{"name": "stderr", "output_type": "stream", "text": ["0it [00:00, ?it/s]"]}]
+    for i, kl in enumerate(kls):
+        text = f"{names[0]}: {kl}\n{names[1]}: {-0.5 - i / 100}\n{names[2]}: {i * 1e-9}\n"
+        text += "-" * 99 + "\n"
+        lines = text if kaggle else text.splitlines(keepends=True)
+        out.append({"name": "stdout", "output_type": "stream", "text": lines})
+    cell = _cell(LAB_PPO, lines=True)
+    cell["outputs"] = out
+    return cell
+
+
+@pytest.mark.parametrize("kaggle", [True, False])
+def test_a_loop_printing_a_step_per_block_between_rules_is_read_a_step_a_block(
+    tmp_path: Path, kaggle: bool
+) -> None:
+    """No counter: each block of namespaced `name: value` lines closed by a rule is a step
+    (the 34th search's copy of the DeepLearning.AI PPO lab was unreadable, exit 2)."""
+    kls = [29.31, 32.64, 24.77, 26.39, 23.62, 28.0, 27.2, 28.84, 30.64, 28.26]
+    names = ("objective/kl", "ppo/returns/mean", "ppo/policy/advantages_mean")
+    p = tmp_path / "Lab_3_fine_tune_model_to_detoxify_summaries.ipynb"
+    p.write_text(_notebook([_lab_cell(kls, names, kaggle)], kaggle), encoding="utf-8")
+    frame = load(str(p))
+    d = frame.data
+    kl = d[d["tag"] == "objective/kl"].sort_values("step")
+    assert kl["step"].tolist() == list(range(1, 11)) and kl["value"].tolist() == kls
+    assert set(d["tag"]) == set(names) and len(d) == 30
+    r = CliRunner().invoke(app, ["diagnose", str(p), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    # the same loop printing bare names (a configuration dump looks so): no run
+    q = tmp_path / "bare.ipynb"
+    q.write_text(_notebook([_lab_cell(kls, ("kl", "returns", "advantages"), kaggle)], kaggle))
+    r = CliRunner().invoke(app, ["diagnose", str(q)])
+    assert r.exit_code == 2 and "unrecognised log format" in r.stderr, r.output
+
+
+def test_ruled_blocks_in_a_console_and_what_breaks_them(tmp_path: Path) -> None:
+    """The same blocks in a console: a line that is no pair drops the pairs before it (a
+    warning inside a block leaves that block out), a rule after fewer than two pairs counts
+    nothing, and after a counted line the file is a counted one (no ruled steps)."""
+    block = "objective/kl: {kl}\nppo/returns/mean: -0.5\n" + "=" * 40 + "\n"
+    text = "".join(block.format(kl=k) for k in (1.0, 2.0))
+    text += "objective/kl: 3.0\nUserWarning: something\nppo/returns/mean: -0.5\n" + "-" * 20 + "\n"
+    text += "ppo/returns/mean: -0.5\n" + "-" * 20 + "\n"
+    text += "".join(block.format(kl=k) for k in (4.0, 5.0))
+    p = tmp_path / "ppo.log"
+    p.write_text(text)
+    d = load(str(p)).data
+    kl = d[d["tag"] == "objective/kl"].sort_values("step")
+    assert kl["value"].tolist() == [1.0, 2.0, 4.0, 5.0] and kl["step"].tolist() == [1, 2, 3, 4]
+    q = tmp_path / "counted.log"
+    q.write_text("step 7: loss=0.5, reward=0.2\nstep 8: loss=0.4, reward=0.3\n" + text)
+    d = load(str(q)).data
+    assert sorted(set(d["step"])) == [7, 8] and "objective/kl" not in set(d["tag"])

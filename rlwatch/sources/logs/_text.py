@@ -1011,6 +1011,10 @@ TABLE_ROW = re.compile(
     r"[ \t]{0,8}([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf))"
     r"[ \t]{0,64}[\u2502\u2503|][ \t]*$"
 )
+# a rule between the steps of a loop that prints one `name: number` per line and no counter
+# (DeepLearning.AI's PPO lab: `objective/kl: 29.3`, `ppo/returns/mean: -0.55`, then 99 dashes)
+RULE_LINE = re.compile(r"^[ \t]{0,16}([-=_*#~])\1{9,}[ \t]*$")
+MAX_RULED = 200  # pairs of one ruled block
 MAX_BLOCK = 4000  # lines of a block read after its header (a few hundred lines of vLLM's
 # progress and samples come between NeMo RL's header and its results)
 # a section's title in a block: `📊 Validation Results:`, `⏱️  Timing:` (words and a colon)
@@ -1047,6 +1051,10 @@ class KeyValues:
         self.own_last: int | None = None
         self.own_base = 0
         self.nb = Output()
+        # ruled blocks (no counter in the file): the pairs read since the last rule, and the
+        # blocks counted so far (each a step)
+        self.ruled: list[tuple[str, float]] = []
+        self.ruled_steps = 0
 
     def feed(self, text: str, lineno: int = 0) -> None:
         if "\x1b" in text:
@@ -1060,6 +1068,8 @@ class KeyValues:
                 self.trailer(line)
             elif self.block is not None:
                 self.block_line(line)
+            elif not self.counted and self.own_last is None:
+                self.ruled_line(line)
 
     def trailer(self, line: str) -> None:
         """`average reward score: -0.06` on a line of its own after a counted line (DeepSpeed-
@@ -1105,6 +1115,30 @@ class KeyValues:
             return 0
         self.cols.add(self.block, key, x / 100 if unit == "%" else x)
         return 1
+
+    def ruled_line(self, line: str) -> int:
+        """A file with no counter whose loop prints one `name: number` per line and a rule
+        after each step's (DeepLearning.AI's PPO lab prints `objective/kl`, `ppo/returns/mean`
+        and `ppo/policy/advantages_mean`, then a line of dashes): a rule after two or more such
+        lines, every name namespaced (`a/b`, as a counted JSONL record's), closes a step,
+        counted from 1; any other line drops the pairs before it. The steps counted so far."""
+        if RULE_LINE.match(line):
+            pairs, self.ruled = self.ruled, []
+            if len(pairs) >= 2 and all("/" in k.strip("/") for k, _ in pairs):
+                self.ruled_steps += 1
+                for key, x in pairs:
+                    self.cols.add(self.ruled_steps, key, x)
+            return self.ruled_steps
+        m = BLOCK_PAIR.match(line) if len(line) <= 400 else None
+        if m is None or m.group(3) or len(self.ruled) >= MAX_RULED:  # no unit: a metric's value
+            self.ruled = []
+            return self.ruled_steps
+        x = self.cols.value(m.group(1), m.group(2))
+        if x is None:
+            self.ruled = []
+        else:
+            self.ruled.append((m.group(1).strip(), x))
+        return self.ruled_steps
 
     def block_pairs(self, line: str) -> int:
         """A line of several `name: number` pairs after a block's header (`=== Step 3 ===`,
@@ -1552,9 +1586,9 @@ def _redraws(text: str) -> Iterator[str]:
 
 def sniff_kv(lines_: list[str]) -> bool:
     """Lines with a step counter and pairs, or blocks: two headers each followed by at least
-    two `Name: number` lines."""
+    two `Name: number` lines, or (no counter at all) three ruled blocks (`ruled_line`)."""
     probe = KeyValues(Cols())
-    hits = blocks = in_block = 0
+    hits = blocks = in_block = ruled = 0
     for ln in lines_[:2000]:
         ln = plain_scalars(unwrap(ANSI.sub("", ln)))
         if probe.line(ln):
@@ -1568,7 +1602,16 @@ def sniff_kv(lines_: list[str]) -> bool:
             before, in_block = in_block, in_block + probe.block_line(ln)
             if before < 2 <= in_block:
                 blocks += 1
-    return hits >= 2 or (hits == 1 and len(lines_) <= 2) or (hits == 0 and blocks >= 2)
+        elif probe.block is None and not probe.counted and probe.own_last is None:
+            # an output saved as one string (Kaggle, Colab): its lines, as the reader reads them
+            for piece in ln.split("\\n") if "\\n" in ln else [ln]:
+                ruled = probe.ruled_line(piece)
+    return (
+        hits >= 2
+        or (hits == 1 and len(lines_) <= 2)
+        or (hits == 0 and blocks >= 2)
+        or (hits == 0 and ruled >= 3)
+    )
 
 
 # -- --log-format 'regex:...' --------------------------------------------------------------
