@@ -89,6 +89,7 @@ KINDS = [
     "orz_console",
     "samples_jsonl",
     "dpo_items",
+    "ruled_blocks",
     "rules",
     "config",
     "pyproject",
@@ -549,6 +550,14 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
         for s in range(steps)
     ]
     seeds["dpo_items"] = ("log.out", ("\n".join(items) + "\n").encode())
+    # a loop printing a step's namespaced `name: value` lines and a rule after them, no counter
+    # (DeepLearning.AI's PPO lab)
+    ruled = "".join(
+        f"objective/kl: {28 + s / 7}\nppo/returns/mean: {-0.5 - s / 100}\n"
+        f"ppo/policy/advantages_mean: {s * 1e-9}\n" + "-" * 99 + "\n"
+        for s in range(steps)
+    )
+    seeds["ruled_blocks"] = ("lab3_output.txt", ruled.encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])
