@@ -1377,9 +1377,8 @@ def needs(node: Node) -> list[frozenset[str]]:
     """The sets of metrics with which a condition can be evaluated, one per alternative: an
     `any` can be judged on any one branch, an `all` needs one of each of its conditions', an
     `unless_logged` or an `unless` its inner condition's (the metric that ends it, the excuse,
-    is optional). Past
-    MAX_NEEDS alternatives, each metric alone is one: any of them may judge the rule (a rule
-    too tangled to tell is never left quiet by it)."""
+    is optional). Past MAX_NEEDS alternatives, each metric alone is one: any of them may judge
+    the rule (a rule too tangled to tell is never left quiet by it)."""
     try:
         return _needs(node)
     except OverflowError:
