@@ -284,3 +284,24 @@ def test_ruled_blocks_in_a_console_and_what_breaks_them(tmp_path: Path) -> None:
     q.write_text("step 7: loss=0.5, reward=0.2\nstep 8: loss=0.4, reward=0.3\n" + text)
     d = load(str(q)).data
     assert sorted(set(d["step"])) == [7, 8] and "objective/kl" not in set(d["tag"])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ruled_blocks_followed_as_they_are_written(tmp_path: Path, seed: int) -> None:
+    """The lab's console and its notebook written in random bursts (a rule or a pair cut
+    anywhere): `tail` ends with the rows `diagnose` reads."""
+    kls = [28 + i / 7 for i in range(30)]
+    names = ("objective/kl", "ppo/returns/mean", "ppo/policy/advantages_mean")
+    nb = _notebook([_lab_cell(kls, names, kaggle=False)], kaggle=False)
+    console = "".join(
+        f"objective/kl: {kl}\nppo/returns/mean: {-kl / 50}\n" + "-" * 99 + "\n" for kl in kls
+    )
+    for name, text in (("lab.ipynb", nb), ("lab_output.txt", console)):
+        f = tmp_path / name
+        f.write_text(text, encoding="utf-8")
+        want = {(t, s): v for (_, t, s), v in _rows(logs.load_file(f)).items()}
+        assert len(want) >= 60
+        live = tmp_path / name.replace(".", "_")
+        live.mkdir()
+        got = followed_rows(live, name, [text], [3, 50, 400], seed)
+        assert got == want
