@@ -311,3 +311,25 @@ def test_a_folder_of_chart_exports_is_named_by_its_run_from_the_first_chart_on(
     assert list(frame.runs) == ["grpo-7b"]
     assert sorted(frame.data["metric"].unique()) == ["entropy", "reward_mean"]
     assert sorted(watch.runs) == ["grpo-7b"]
+
+
+def test_a_console_followed_before_its_wandb_file_appears_is_that_run(tmp_path: Path) -> None:
+    """A log in a folder that a `.wandb` file later claims (a W&B run folder copied flat, its
+    console first): diagnose never lists the log beside the `.wandb`; tail, which followed it
+    first, drops it once the W&B run appears and ends with diagnose's runs and verdicts."""
+    wandb_file = FIXTURES / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
+    watch = Watch([str(tmp_path)], load_rules(), stale_after=1e9, stall_floor=1e9)
+    console = "".join(
+        f"step:{s} - critic/score/mean:{0.1 + s / 100} - actor/entropy:0.5\n" for s in range(30)
+    )
+    (tmp_path / "output.log").write_text(console)
+    watch.poll()
+    assert len(watch.runs) == 1
+    shutil.copy(wandb_file, tmp_path / wandb_file.name)
+    watch.poll()
+    r = CliRunner().invoke(app, ["diagnose", str(tmp_path), "--format", "json", "--exit-zero"])
+    report = json.loads(r.stdout)
+    assert sorted(watch.runs) == sorted(run["name"] for run in report["runs"])
+    assert len(watch.runs) == 1
+    tail = _episodes([v.to_dict() for v in watch.verdicts()])
+    assert tail == _episodes(report["verdicts"])

@@ -248,6 +248,32 @@ class Follower:
                 self.runs[key] = run
             else:
                 run.update(f)
+        self._claimed(runs)
+
+    def _claimed(self, runs: list[Any]) -> None:
+        """A log followed before a `.wandb` file appeared beside it: the W&B run claims its
+        folder (discovery lists the log no more, as diagnose never lists it), so the log is
+        that run printed another way. It stops, and its name goes (the W&B run is read whole
+        under its own name)."""
+        wandb_dirs = {
+            os.path.dirname(os.path.realpath(f.address)): f for f in runs if f.kind == "wandb"
+        }
+        if not wandb_dirs:
+            return
+        listed = {
+            (f.kind, f.address) if f.run is None else (f.kind, f.address, f.run) for f in runs
+        }
+        for key, run in self.runs.items():
+            if key in listed or key in self.retired or run.found.kind != "log":
+                continue
+            claim = wandb_dirs.get(os.path.dirname(os.path.realpath(run.found.address)))
+            if claim is None:
+                continue
+            self.retired[key] = (claim.kind, claim.address)
+            self._evidence.pop(key, None)
+            name = self.names.pop(key, None)
+            if name is not None:
+                self.dropped[name] = claim.name
 
     def poll(self) -> RunFrame:
         self._discover()
