@@ -818,3 +818,54 @@ def test_a_csv_of_single_samples_is_averaged_per_step(tmp_path: Path) -> None:
     frame = load([str(tmp_path)])
     assert _values(frame, "reward_mean") == [0.75] * 12
     assert any("single samples" in w for i in frame.runs.values() for w in i.warnings)
+
+
+def _prime_export(steps: int) -> dict:
+    """Prime Intellect's hosted-RL export of a prime-rl run (`metrics_raw.json`): one object
+    whose `metrics` list holds a row per step, the orchestrator's keys, a text or two."""
+    rows = []
+    for s in range(steps):
+        rows.append(
+            {
+                "reward/all/max": 1.8 if s > 10 else 0.2,
+                "reward/all/mean": min(1.79, 0.05 + s / 20),
+                "reward/all/min": 0.0,
+                "filters/all/zero_advantage": 0.75 if s < 5 else 0.0,
+                "is_truncated/all/mean": 0.0,
+                "seq_len/all/mean": 300.0 - s,
+                "run_id": "r2k1bhm0xw6c8wq2wthzkyzq",
+                "step": s,
+                "time/step": 3.0,
+                "timestamp": f"2026-05-15T14:{12 + s // 60:02d}:{s % 60:02d}Z",
+            }
+        )
+    return {"metrics": rows}
+
+
+def test_a_document_whose_first_key_holds_step_rows_is_read_as_rows(tmp_path: Path) -> None:
+    """`{"metrics": [{"step": 0, ...}, ...]}` (the 37th search's prime-rl exports were exit 2):
+    its rows are read as a log_history's, prime-rl's names mapped; a cut copy gives the rows
+    before the cut with a warning; a first key holding rows without a step is no such file."""
+    p = tmp_path / "metrics_raw.json"
+    p.write_text(json.dumps(_prime_export(51), indent=2))
+    frame = load(str(p))
+    (info,) = frame.runs.values()
+    assert info.framework == "prime_rl"
+    assert {"reward_mean", "reward_max", "reward_min", "reward_zero_std_frac"} <= set(info.metrics)
+    d = frame.data
+    reward = d[d["metric"] == "reward_mean"].sort_values("step")
+    assert reward["step"].tolist() == list(range(51)) and reward["value"].iloc[-1] == 1.79
+    r = CliRunner().invoke(app, ["diagnose", str(p), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    cut = tmp_path / "cut.json"
+    text = p.read_text()
+    cut.write_text(text[: len(text) * 2 // 3])
+    d = load(str(cut)).data
+    steps = sorted(set(d["step"]))
+    assert steps == list(range(len(steps))) and 25 < len(steps) < 51
+    (info,) = load(str(cut)).runs.values()
+    assert any("not valid JSON" in w for w in info.warnings), info.warnings
+    other = tmp_path / "samples.json"
+    other.write_text(json.dumps({"samples": [{"idx": 1, "text": "x"}, {"idx": 2, "text": "y"}]}))
+    r = CliRunner().invoke(app, ["diagnose", str(other)])
+    assert r.exit_code == 2 and "rlwatch: error:" in r.stderr

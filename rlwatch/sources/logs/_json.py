@@ -678,15 +678,42 @@ def _entries(text: str, path: str, warnings: list[str]) -> tuple[list[Any], dict
 
 # a trainer state's `log_history`, or a dump of one under a key of its own (`raw_log_history`)
 HISTORY_KEY = re.compile(r'"(\w{0,64}log_history)"\s{0,64}:\s{0,64}\[')
+# a document whose first key holds its rows (`{"metrics": [{"step": 0, "reward/all/mean": ...`:
+# Prime Intellect's hosted-RL export of a prime-rl run's history)
+ROWS_HEAD = re.compile(r'\s{0,64}\{\s{0,64}"([\w./-]{1,64})"\s{0,64}:\s{0,64}\[\s{0,64}\{')
 
 
 def _history_key(doc: Any) -> str | None:
     """The key of a document's log_history list: `log_history`, else the first key that ends
-    with it (a script's own dump of `trainer.state.log_history`)."""
+    with it (a script's own dump of `trainer.state.log_history`), else its first key when that
+    holds a list of rows whose first has a step (`_step_rows`)."""
     if not isinstance(doc, dict):
         return None
     keys = ["log_history"] + [k for k in doc if isinstance(k, str) and k.endswith("log_history")]
-    return next((k for k in keys if isinstance(doc.get(k), list)), None)
+    found = next((k for k in keys if isinstance(doc.get(k), list)), None)
+    if found is None and doc:
+        first = next(iter(doc))
+        if isinstance(first, str) and _step_rows(doc[first]):
+            return first
+    return found
+
+
+def _step_rows(rows: Any) -> bool:
+    """A list of rows, the first an object with a numeric step (STEP_KEYS) and a number more."""
+    if not isinstance(rows, list) or not rows or not isinstance(rows[0], dict):
+        return False
+    row = rows[0]
+    step = next((k for k in STEP_KEYS if _is_num(row.get(k))), None)
+    return step is not None and any(_is_num(v) for k, v in row.items() if k != step)
+
+
+def _rows_head(head: str) -> bool:
+    """A document's head opening with a key whose list holds rows with a step (ROWS_HEAD)."""
+    m = ROWS_HEAD.match(head)
+    if m is None:
+        return False
+    entries, _ = _complete_rows(head, head.rfind("[", 0, m.end()))
+    return _step_rows(entries[:1])
 
 
 def _huge(v: object) -> bool:
@@ -737,6 +764,8 @@ def sniff_document(head: str) -> str | None:
     stripped = head.lstrip()
     if stripped.startswith("{") and HISTORY_KEY.search(head) and not _a_record(stripped):
         return "trainer-state"
+    if stripped.startswith("{") and _rows_head(head) and not _a_record(stripped):
+        return "trainer-state"  # its rows read as a log_history's
     if curves_in(head) is not None:
         return "curves"
     if stripped.startswith("["):
