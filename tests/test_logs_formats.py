@@ -108,6 +108,41 @@ def test_a_second_training_in_the_same_console_is_a_restart(tmp_path: Path) -> N
     assert followed_rows(tmp_path, "console.log", [text], [1, 7, 40, 200], seed=3) == rows
 
 
+def test_a_dict_after_the_summary_sharing_no_key_with_the_logs_is_no_new_training(
+    tmp_path: Path,
+) -> None:
+    """The 38th search's pasted TRL DPO console: after the training's summary, a vLLM server
+    warns `... overridden by the model's generation_config.json: {'temperature': 0.6,
+    'top_p': 0.9}`. That dict had been taken for a second training: the DPO run's rows were
+    dropped, exit 2. It shares no key with the training's logs: ignored, named in a warning."""
+    from transformers import TrainingArguments
+    from transformers.trainer_callback import PrinterCallback, TrainerControl, TrainerState
+
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), report_to=[])
+    state, control = TrainerState(), TrainerControl()
+    out = io.StringIO()
+    with redirect_stdout(out):
+        for i in range(1, 9):
+            logs_ = {"loss": 0.69 - i / 50, "rewards/margins": i / 10, "epoch": i / 8}
+            PrinterCallback().on_log(args, state, control, logs=logs_)
+        summary = {"train_runtime": 10.0, "train_loss": 0.5, "epoch": 1.0}
+        PrinterCallback().on_log(args, state, control, logs=summary)
+    text = out.getvalue() + (
+        "(APIServer pid=9995) WARNING 02-19 17:10:17 [model.py:1371] Default vLLM sampling "
+        "parameters have been overridden by the model's `generation_config.json`: "
+        "`{'temperature': 0.6, 'top_p': 0.9}`. If this is not intended, please relaunch.\n"
+    )
+    f = tmp_path / "logs_runpod.md"
+    f.write_text(text)
+    frame = logs.load_file(f)
+    (info,) = frame.runs.values()
+    rows = _rows(frame)
+    assert sorted({s for t, s in rows if t == "loss"}) == list(range(1, 9))
+    assert not {t for t, _ in rows} & {"temperature", "top_p"}
+    assert any("share no key with its logs" in w for w in info.warnings), info.warnings
+    assert followed_rows(tmp_path, "logs_runpod.md", [text], [1, 7, 40, 200], seed=5) == rows
+
+
 def _progress_console(tmp_path: Path, every: int, steps: int, evals: bool = False) -> str:
     """A console as transformers' ProgressCallback writes it (tqdm's bar on stderr, each log
     printed by ``tqdm.write`` on stdout, both captured into one file like `> log 2>&1`): the

@@ -164,6 +164,7 @@ class PythonDicts:
         self.keep_ordinals = False
         self.step_of: np.ndarray | None = None  # ordinal -> step, once renumbered
         self.trained = False  # a summary printed since the last training log
+        self.log_keys: set[str] = set()  # the keys of the training's logs (a few hundred)
         self.restarted = False  # a new training dropped the rows so far (a follower: replace)
         self.trainings = 1
         self.offset = 0  # rows a follower has handed out and cleared from `cols`
@@ -346,6 +347,14 @@ class PythonDicts:
         # an evaluation's dict is printed right after the training log of its step
         evaluation = bool(self.ordinal) and _eval_only(d)
         if not evaluation:
+            if self.trained and self.log_keys and not self.log_keys.intersection(d):
+                # a dict printed after the summary that shares no key with the training's
+                # logs (vLLM's `{'temperature': 0.6, 'top_p': 0.9}` in a warning) is no new
+                # training: the run stays the training before it
+                self.cols.skip(
+                    "printed dicts after a training's summary that share no key with its logs"
+                )
+                return
             if self.trained:
                 # a training log after a training's summary: train() called again (a
                 # notebook's next experiment, a job run twice into one log). Its logs count
@@ -362,8 +371,11 @@ class PythonDicts:
                 self.summary, self.keep_ordinals = None, False  # its own summary may renumber it
                 self.restarted = True
                 self.trainings += 1
+                self.log_keys = set()
             self.trained = False
             self.ordinal += 1
+            if len(self.log_keys) < 512:
+                self.log_keys.update(k for k in d if isinstance(k, str))
             if self.summary is not None:
                 self.keep_ordinals = True
         if self.step_of is not None:  # renumbered already (`tail`): the summary's evaluation
