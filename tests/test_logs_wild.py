@@ -845,7 +845,8 @@ def _prime_export(steps: int) -> dict:
 def test_a_document_whose_first_key_holds_step_rows_is_read_as_rows(tmp_path: Path) -> None:
     """`{"metrics": [{"step": 0, ...}, ...]}` (the 37th search's prime-rl exports were exit 2):
     its rows are read as a log_history's, prime-rl's names mapped; a cut copy gives the rows
-    before the cut with a warning; a first key holding rows without a step is no such file."""
+    before the cut with a warning; rows under a later key (`points`, after the run's facts)
+    too; a key holding rows without a step is no such file."""
     p = tmp_path / "metrics_raw.json"
     p.write_text(json.dumps(_prime_export(51), indent=2))
     frame = load(str(p))
@@ -865,6 +866,21 @@ def test_a_document_whose_first_key_holds_step_rows_is_read_as_rows(tmp_path: Pa
     assert steps == list(range(len(steps))) and 25 < len(steps) < 51
     (info,) = load(str(cut)).runs.values()
     assert any("not valid JSON" in w for w in info.warnings), info.warnings
+    # a dashboard's dump: the run, a name map and a summary first, its rows under `points`
+    dump = {
+        "run": {"name": "cree1865-v1", "planned_steps": 800},
+        "metrics": {"reward_mean": "reward/mean", "entropy": "optim/entropy"},
+        "summary": {"rows": 40, "latest_step": 39},
+        "points": [
+            {"step": s, "done_frac": s / 800, "reward_mean": 0.2 + s / 400, "entropy": 0.7}
+            for s in range(40)
+        ],
+    }
+    q = tmp_path / "cree_metrics.json"
+    q.write_text(json.dumps(dump, indent=2))
+    frame = load(str(q))
+    assert {"reward_mean", "entropy"} <= set(frame.data["metric"])
+    assert sorted(set(frame.data["step"])) == list(range(40))
     other = tmp_path / "samples.json"
     other.write_text(json.dumps({"samples": [{"idx": 1, "text": "x"}, {"idx": 2, "text": "y"}]}))
     r = CliRunner().invoke(app, ["diagnose", str(other)])

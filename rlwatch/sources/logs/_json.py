@@ -678,23 +678,22 @@ def _entries(text: str, path: str, warnings: list[str]) -> tuple[list[Any], dict
 
 # a trainer state's `log_history`, or a dump of one under a key of its own (`raw_log_history`)
 HISTORY_KEY = re.compile(r'"(\w{0,64}log_history)"\s{0,64}:\s{0,64}\[')
-# a document whose first key holds its rows (`{"metrics": [{"step": 0, "reward/all/mean": ...`:
-# Prime Intellect's hosted-RL export of a prime-rl run's history)
-ROWS_HEAD = re.compile(r'\s{0,64}\{\s{0,64}"([\w./-]{1,64})"\s{0,64}:\s{0,64}\[\s{0,64}\{')
+# a key whose list holds rows (`{"metrics": [{"step": 0, "reward/all/mean": ...`: Prime
+# Intellect's hosted-RL export of a prime-rl run's history; `"points": [{"step": 0, ...`)
+ROWS_KEY = re.compile(r'"([\w./-]{1,64})"\s{0,64}:\s{0,64}\[\s{0,64}\{')
 
 
 def _history_key(doc: Any) -> str | None:
     """The key of a document's log_history list: `log_history`, else the first key that ends
-    with it (a script's own dump of `trainer.state.log_history`), else its first key when that
-    holds a list of rows whose first has a step (`_step_rows`)."""
+    with it (a script's own dump of `trainer.state.log_history`), else the first key holding a
+    list of rows whose first has a step (`_step_rows`: an export's `metrics`, a dump's
+    `points`)."""
     if not isinstance(doc, dict):
         return None
     keys = ["log_history"] + [k for k in doc if isinstance(k, str) and k.endswith("log_history")]
     found = next((k for k in keys if isinstance(doc.get(k), list)), None)
-    if found is None and doc:
-        first = next(iter(doc))
-        if isinstance(first, str) and _step_rows(doc[first]):
-            return first
+    if found is None:
+        found = next((k for k, v in doc.items() if isinstance(k, str) and _step_rows(v)), None)
     return found
 
 
@@ -708,12 +707,19 @@ def _step_rows(rows: Any) -> bool:
 
 
 def _rows_head(head: str) -> bool:
-    """A document's head opening with a key whose list holds rows with a step (ROWS_HEAD)."""
-    m = ROWS_HEAD.match(head)
-    if m is None:
-        return False
-    entries, _ = _complete_rows(head, head.rfind("[", 0, m.end()))
-    return _step_rows(entries[:1])
+    """A document's head holding a key whose list holds rows with a step (ROWS_KEY; the first
+    eight such lists looked at, their first row parsed)."""
+    for n, m in enumerate(ROWS_KEY.finditer(head)):
+        if n >= 8:
+            return False
+        start = head.rfind("[", 0, m.end())
+        try:
+            row, _ = json.JSONDecoder().raw_decode(head, m.end() - 1)
+        except (json.JSONDecodeError, RecursionError):
+            continue
+        if start >= 0 and _step_rows([row]):
+            return True
+    return False
 
 
 def _huge(v: object) -> bool:
