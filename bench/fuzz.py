@@ -90,6 +90,7 @@ KINDS = [
     "samples_jsonl",
     "dpo_items",
     "ruled_blocks",
+    "rows_doc",
     "rules",
     "config",
     "pyproject",
@@ -558,6 +559,13 @@ def make_seeds(where: Path) -> dict[str, tuple[str, bytes]]:
         for s in range(steps)
     )
     seeds["ruled_blocks"] = ("lab3_output.txt", ruled.encode())
+    # a document whose rows sit under a key of their own (Prime's hosted-RL export, a dump's
+    # `points` after the run's facts)
+    rows_doc = {
+        "run": {"name": "fuzz", "planned_steps": steps},
+        "points": [{"step": s, "reward/all/mean": s / steps, "run_id": "x"} for s in range(steps)],
+    }
+    seeds["rows_doc"] = ("metrics_raw.json", json.dumps(rows_doc, indent=2).encode())
     wb = ROOT / "fixtures" / "tinker-rlvr-qwen3-4b-rubric" / "run-8zwal4ai.wandb"
     if wb.exists():
         seeds["wandb"] = ("run-fuzz.wandb", wb.read_bytes()[: 96 << 10])
