@@ -712,12 +712,11 @@ def _rows_head(head: str) -> bool:
     for n, m in enumerate(ROWS_KEY.finditer(head)):
         if n >= 8:
             return False
-        start = head.rfind("[", 0, m.end())
-        try:
+        try:  # the list's first row, from its `{`
             row, _ = json.JSONDecoder().raw_decode(head, m.end() - 1)
         except (json.JSONDecodeError, RecursionError):
             continue
-        if start >= 0 and _step_rows([row]):
+        if _step_rows([row]):
             return True
     return False
 
