@@ -842,7 +842,7 @@ def _prime_export(steps: int) -> dict:
     return {"metrics": rows}
 
 
-def test_a_document_whose_first_key_holds_step_rows_is_read_as_rows(tmp_path: Path) -> None:
+def test_a_document_holding_step_rows_under_a_key_is_read_as_rows(tmp_path: Path) -> None:
     """`{"metrics": [{"step": 0, ...}, ...]}` (the 37th search's prime-rl exports were exit 2):
     its rows are read as a log_history's, prime-rl's names mapped; a cut copy gives the rows
     before the cut with a warning; rows under a later key (`points`, after the run's facts)
